@@ -1,0 +1,165 @@
+"""Command line: `python -m taps generate ...` and `python -m taps compare ...`.
+
+generate  decode one prompt with one selector and print the text and each round's tau,
+          verified nodes and rejected-prefix waste.
+compare   run AR and every selector x estimator x budget over prompts, side by side in one
+          process, and print one table (tau, tokens/s, speed-up vs AR, waste, selection share).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .estimate import ESTIMATORS
+from .selectors import SELECTORS, TAPS_MODES
+
+
+def _csv(kind):
+    def parse(text: str):
+        return [kind(x.strip()) for x in text.split(",") if x.strip()]
+    return parse
+
+
+def add_pair_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pair", help="pair folder (default: the shipped pair under assets/models)")
+    p.add_argument("--target", help="target model folder or hub id (overrides the pair's)")
+    p.add_argument("--drafter", help="drafter folder or hub id (overrides the pair's)")
+    p.add_argument("--scorer", help="TAPS scorer folder (overrides the pair's)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: float32 on CPU, "
+                                                  "bfloat16 on CUDA)")
+
+
+def add_decode_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--block-size", type=int, default=None)
+    p.add_argument("--taps-mode", choices=TAPS_MODES, default="cost")
+    p.add_argument("--top-k", type=int, default=64)
+    p.add_argument("--beam-width", type=int, default=48)
+    p.add_argument("--pool-cap", type=int, default=768)
+    p.add_argument("--profile", help="latency profile JSON (from `python -m taps.profile`); "
+                                     "measured on the fly when absent")
+
+
+def decode_config(args, **extra):
+    from .session import DecodeConfig
+
+    return DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
+                        block_size=args.block_size, taps_mode=args.taps_mode, top_k=args.top_k,
+                        beam_width=args.beam_width, pool_cap=args.pool_cap, **extra)
+
+
+def load_from_args(args):
+    from .pair import load_pair
+
+    return load_pair(args.pair, target=args.target, drafter=args.drafter, scorer=args.scorer,
+                     device=args.device, dtype=args.dtype)
+
+
+def load_profile(args):
+    if not getattr(args, "profile", None):
+        return None
+    from .costs import LatencyProfile
+
+    return LatencyProfile.load(args.profile)
+
+
+def cmd_generate(args) -> int:
+    from .metrics import summarize
+    from .session import DecodeSession, greedy_continuation
+
+    pair = load_from_args(args)
+    config = decode_config(args, selector=args.selector, estimator=args.estimator, budget=args.budget)
+    oracle = None
+    if args.selector == "oracle":
+        ids = pair.tokenizer.encode(args.prompt, add_special_tokens=False)
+        oracle = greedy_continuation(pair, ids, args.max_new_tokens)
+    session = DecodeSession(pair, args.prompt, config, profile=load_profile(args), oracle_tokens=oracle)
+    print(f"# pair {pair.name} on {pair.device}; selector {args.selector}"
+          + (f"/{args.estimator}" if args.selector == "taps" else "") + f", budget {args.budget}")
+    print(f"{'round':>5} {'tau':>4} {'verified':>8} {'waste':>6} {'ms':>8}  committed")
+    for r in session.run():
+        text = pair.tokenizer.decode(r.committed_tokens)
+        print(f"{r.index:>5} {r.tau:>4} {r.verified_nodes:>8} {r.waste_nodes:>6} {1000 * r.time_s:>8.1f}  {text!r}")
+    s = summarize(session.rounds)
+    print(f"# {s.new_tokens} tokens in {s.rounds} rounds: tau {s.tau:.2f}, {s.tokens_per_s:.1f} tokens/s, "
+          f"waste {100 * s.waste_share:.1f}%, stop: {session.stop_reason}")
+    print(args.prompt + session.text)
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from .runner import Progress, aggregate, format_table, plan_jobs, read_prompts, run_prompt, warm_up
+
+    if args.prompt_file:
+        prompts = read_prompts(args.prompt_file)
+    elif args.prompt:
+        prompts = [{"id": "prompt", "prompt": args.prompt}]
+    else:
+        raise ValueError("give --prompt or --prompt-file")
+    pair = load_from_args(args)
+    config = decode_config(args)
+    jobs = plan_jobs(args.selectors, args.budgets, args.estimators)
+    for name in args.selectors:
+        if name not in SELECTORS:
+            raise ValueError(f"unknown selector '{name}': choose from {', '.join(SELECTORS)}")
+    for job in jobs:   # validate every setting before spending time
+        config.__class__(**{**config.__dict__, "selector": job.selector, "estimator": job.estimator,
+                            "budget": job.budget}).validate(pair)
+    warm_up(pair, config)
+    progress = Progress(len(prompts) * (len(jobs) + 1))
+    rows = []
+    for prompt in prompts:
+        rows += run_prompt(pair, prompt, jobs, config, profile=load_profile(args),
+                           on_result=lambda row: progress.tick(f"{row['prompt_id']} {row['selector']}"))
+    summary = aggregate(rows)
+    print(f"# pair {pair.name} on {pair.device}, {len(prompts)} prompt(s), T={args.temperature}, "
+          f"{args.max_new_tokens} new tokens")
+    print(format_table(summary))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(rows, fh, indent=1)
+        print(f"# wrote {len(rows)} rows to {args.out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m taps", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="decode one prompt, round by round")
+    add_pair_arguments(gen)
+    add_decode_arguments(gen)
+    gen.add_argument("--prompt", required=True)
+    gen.add_argument("--selector", default="taps", choices=SELECTORS)
+    gen.add_argument("--estimator", default="online", choices=ESTIMATORS)
+    gen.add_argument("--budget", type=int, default=32)
+    gen.set_defaults(func=cmd_generate)
+    cmp = sub.add_parser("compare", help="every selector x budget side by side, AR alongside")
+    add_pair_arguments(cmp)
+    add_decode_arguments(cmp)
+    cmp.add_argument("--prompt")
+    cmp.add_argument("--prompt-file", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line")
+    cmp.add_argument("--selectors", type=_csv(str), default=list(SELECTORS))
+    cmp.add_argument("--estimators", type=_csv(str), default=["marginal", "online"])
+    cmp.add_argument("--budgets", type=_csv(int), default=[8, 16, 32, 64])
+    cmp.add_argument("--out", help="write per-run rows as JSON")
+    cmp.set_defaults(func=cmd_compare)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""The block-diffusion drafter (DFlash): one forward pass drafts a whole block of future tokens.
+
+The drafter reads the target's hidden states from a few evenly spaced target layers (the
+*context features*), concatenates them, projects them with `fc` and normalises them with
+`hidden_norm`. Every draft layer takes its queries from the block `[root, MASK x H]` and its
+keys/values from `[context ; block]`, with bidirectional attention inside the block. The block is
+embedded with the target's input embedding and the logits come from the target's lm_head, both
+frozen and not part of this module.
+
+Module and config names follow the public DFlash checkpoints (`layers.N.self_attn.q_proj`, `fc`,
+`hidden_norm`, `block_size`, `dflash_config.target_layer_ids`, ...), so their safetensors load into
+`DFlashDrafter` with strict key matching and without `trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import Qwen3Config
+from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding, rotate_half
+
+WEIGHTS_NAME = "model.safetensors"
+CONFIG_NAME = "config.json"
+
+
+def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int]:
+    """Evenly spaced target layers: round(1 + i(L-4)/(n-1)), or the middle layer when n = 1."""
+    if num_draft_layers == 1:
+        return [num_target_layers // 2]
+    span = num_target_layers - 4
+    return [int(round(1 + i * span / (num_draft_layers - 1))) for i in range(num_draft_layers)]
+
+
+def context_features(hidden_states: tuple[torch.Tensor, ...], layer_ids: list[int]) -> torch.Tensor:
+    """Concatenate the outputs of the given target layers (hidden_states[0] is the embedding)."""
+    return torch.cat([hidden_states[i + 1] for i in layer_ids], dim=-1)
+
+
+def drafter_config(target_config, num_layers: int = 2, block_size: int = 16, mask_token_id: int = 1,
+                   target_layer_ids: list[int] | None = None, intermediate_size: int | None = None) -> Qwen3Config:
+    """A drafter config that fits `target_config` (same hidden size, vocabulary and head layout)."""
+    n_target = target_config.num_hidden_layers
+    ids = target_layer_ids if target_layer_ids is not None else default_target_layer_ids(n_target, num_layers)
+    return Qwen3Config(
+        vocab_size=target_config.vocab_size,
+        hidden_size=target_config.hidden_size,
+        intermediate_size=intermediate_size or target_config.intermediate_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=target_config.num_attention_heads,
+        num_key_value_heads=target_config.num_key_value_heads,
+        head_dim=getattr(target_config, "head_dim", target_config.hidden_size // target_config.num_attention_heads),
+        max_position_embeddings=target_config.max_position_embeddings,
+        rope_parameters=getattr(target_config, "rope_parameters", None),
+        rms_norm_eps=target_config.rms_norm_eps,
+        block_size=block_size,
+        num_target_layers=n_target,
+        dflash_config={"target_layer_ids": ids, "mask_token_id": mask_token_id},
+        architectures=["DFlashDraftModel"],
+    )
+
+
+def _apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    return x * cos.unsqueeze(1) + rotate_half(x) * sin.unsqueeze(1)
+
+
+class DraftAttention(nn.Module):
+    """Queries from the block; keys/values from [context ; block] with shared projections."""
+
+    def __init__(self, config: Qwen3Config):
+        super().__init__()
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        bias = getattr(config, "attention_bias", False)
+        self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
+        self.q_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
+        self.k_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)
+
+    def key_values(self, states: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]):
+        """Keys (normed, rotated) and values of `states`, shaped [batch, kv_heads, seq, head_dim]."""
+        b, n, _ = states.shape
+        k = self.k_norm(self.k_proj(states).view(b, n, self.num_kv_heads, self.head_dim)).transpose(1, 2)
+        v = self.v_proj(states).view(b, n, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        return _apply_rope(k, *rope), v
+
+    def forward(self, block: torch.Tensor, block_rope, ctx_k: torch.Tensor, ctx_v: torch.Tensor,
+                attention_mask: torch.Tensor | None) -> torch.Tensor:
+        b, n, _ = block.shape
+        q = self.q_norm(self.q_proj(block).view(b, n, self.num_heads, self.head_dim)).transpose(1, 2)
+        q = _apply_rope(q, *block_rope)
+        k_blk, v_blk = self.key_values(block, block_rope)
+        k = torch.cat([ctx_k, k_blk], dim=2)
+        v = torch.cat([ctx_v, v_blk], dim=2)
+        groups = self.num_heads // self.num_kv_heads
+        if groups > 1:
+            k = k.repeat_interleave(groups, dim=1)
+            v = v.repeat_interleave(groups, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask)
+        return self.o_proj(out.transpose(1, 2).reshape(b, n, -1))
+
+
+class DraftLayer(nn.Module):
+    def __init__(self, config: Qwen3Config):
+        super().__init__()
+        self.self_attn = DraftAttention(config)
+        self.mlp = Qwen3MLP(config)
+        self.input_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+
+@dataclass
+class DraftCache:
+    """Per-layer keys/values of the context features seen so far (positions 0..length-1)."""
+
+    keys: list[torch.Tensor] = field(default_factory=list)
+    values: list[torch.Tensor] = field(default_factory=list)
+    length: int = 0
+
+
+class DFlashDrafter(nn.Module):
+    """The draft layers, `fc`, `hidden_norm` and `norm`; embedding and lm_head come from the target."""
+
+    def __init__(self, config: Qwen3Config):
+        super().__init__()
+        self.config = config
+        dflash = getattr(config, "dflash_config", None) or {}
+        self.target_layer_ids: list[int] = list(
+            dflash.get("target_layer_ids")
+            or default_target_layer_ids(config.num_target_layers, config.num_hidden_layers))
+        self.mask_token_id: int | None = dflash.get("mask_token_id")
+        self.block_size: int = int(config.block_size)
+        self.layers = nn.ModuleList([DraftLayer(config) for _ in range(config.num_hidden_layers)])
+        self.norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.fc = nn.Linear(len(self.target_layer_ids) * config.hidden_size, config.hidden_size, bias=False)
+        self.hidden_norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.rotary_emb = Qwen3RotaryEmbedding(config)
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+    # ------------------------------------------------------------------ forward
+    def _rope(self, like: torch.Tensor, positions: torch.Tensor):
+        return self.rotary_emb(like, positions.view(1, -1))
+
+    def context_kv(self, features: torch.Tensor, positions: torch.Tensor):
+        """Project raw context features and return per-layer (keys, values)."""
+        ctx = self.hidden_norm(self.fc(features))
+        rope = self._rope(ctx, positions)
+        return [layer.self_attn.key_values(ctx, rope) for layer in self.layers]
+
+    def forward(self, block_embeds: torch.Tensor, block_positions: torch.Tensor,
+                context: list[tuple[torch.Tensor, torch.Tensor]],
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Hidden states of the block (after `norm`), given per-layer context keys/values.
+
+        `attention_mask` (additive float, [b, 1, block, ctx + block]) is only needed in training,
+        where many blocks with different context lengths share one call.
+        """
+        hidden = block_embeds
+        rope = self._rope(hidden, block_positions)
+        for layer, (ctx_k, ctx_v) in zip(self.layers, context):
+            residual = hidden
+            hidden = residual + layer.self_attn(layer.input_layernorm(hidden), rope, ctx_k, ctx_v, attention_mask)
+            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+        return self.norm(hidden)
+
+    # ------------------------------------------------------------ incremental use
+    def new_cache(self) -> DraftCache:
+        return DraftCache()
+
+    def extend_cache(self, cache: DraftCache, features: torch.Tensor) -> None:
+        """Append context features for positions cache.length .. cache.length + n - 1."""
+        n = features.shape[1]
+        if n == 0:
+            return
+        positions = torch.arange(cache.length, cache.length + n, device=features.device)
+        kv = self.context_kv(features, positions)
+        if not cache.keys:
+            cache.keys = [k for k, _ in kv]
+            cache.values = [v for _, v in kv]
+        else:
+            cache.keys = [torch.cat([old, k], dim=2) for old, (k, _) in zip(cache.keys, kv)]
+            cache.values = [torch.cat([old, v], dim=2) for old, (_, v) in zip(cache.values, kv)]
+        cache.length += n
+
+    def draft_block(self, cache: DraftCache, block_embeds: torch.Tensor) -> torch.Tensor:
+        """Hidden states for the block that starts right after the cached context."""
+        n = block_embeds.shape[1]
+        positions = torch.arange(cache.length, cache.length + n, device=block_embeds.device)
+        if cache.keys:
+            context = list(zip(cache.keys, cache.values))
+        else:
+            empty = block_embeds.new_zeros(block_embeds.shape[0], self.config.num_key_value_heads, 0,
+                                           self.layers[0].self_attn.head_dim)
+            context = [(empty, empty)] * len(self.layers)
+        return self(block_embeds, positions, context)
+
+    # --------------------------------------------------------------- save / load
+    def save_pretrained(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.config.save_pretrained(path)
+        state = {k: v.detach().contiguous() for k, v in self.state_dict().items() if "rotary_emb" not in k}
+        save_file(state, str(path / WEIGHTS_NAME), metadata={"format": "pt"})
+
+    @classmethod
+    def from_pretrained(cls, path_or_id: str | os.PathLike, dtype: torch.dtype = torch.float32,
+                        device: str | torch.device = "cpu") -> "DFlashDrafter":
+        """Load from a local folder or a hub id; every weight must match a module name exactly."""
+        folder = resolve_folder(path_or_id, allow_patterns=["*.json", "*.safetensors"])
+        config = Qwen3Config.from_pretrained(folder)
+        for name in ("block_size", "num_target_layers"):
+            if getattr(config, name, None) is None:
+                raise ValueError(f"{folder}/{CONFIG_NAME} is not a DFlash drafter config: '{name}' is missing")
+        model = cls(config)
+        state = _load_safetensors(folder)
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if "rotary_emb" not in k]
+        if missing or unexpected:
+            raise ValueError(f"drafter weights in {folder} do not match DFlashDrafter: "
+                             f"missing {missing[:5]}, unexpected {unexpected[:5]}")
+        return model.to(device=device, dtype=dtype).eval()
+
+
+def resolve_folder(path_or_id: str | os.PathLike, allow_patterns: list[str] | None = None) -> Path:
+    """A local folder as is; otherwise a hub id downloaded (or taken from the local hub cache)."""
+    path = Path(path_or_id)
+    if path.is_dir():
+        return path
+    if path.exists() or str(path_or_id).startswith((".", "/")) or str(path_or_id).count("/") != 1:
+        raise FileNotFoundError(f"model folder not found: {path_or_id}")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(str(path_or_id), allow_patterns=allow_patterns))
+    except Exception as exc:  # network errors, missing repos: one clear message
+        raise FileNotFoundError(f"could not find '{path_or_id}' locally or download it from the hub: {exc}") from exc
+
+
+def _load_safetensors(folder: Path) -> dict[str, torch.Tensor]:
+    single = folder / WEIGHTS_NAME
+    if single.exists():
+        return load_file(str(single))
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        state: dict[str, torch.Tensor] = {}
+        for name in files:
+            state.update(load_file(str(folder / name)))
+        return state
+    raise FileNotFoundError(f"no {WEIGHTS_NAME} (or sharded index) in {folder}")

@@ -1,0 +1,80 @@
+"""Metrics over rounds: tau, tokens/s, speed-ups, waste and stage-time shares; pandas frames.
+
+Time is the sum of the measured stage times of the rounds (prefill excluded, for every selector
+alike), so tokens/s compares decoding loops, and a speed-up is a ratio of two runs measured in
+the same process on the same device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .session import STAGES, Round
+
+
+@dataclass
+class RunSummary:
+    rounds: int
+    new_tokens: int
+    tau: float                 # mean tokens committed per round
+    time_s: float
+    tokens_per_s: float
+    verified_nodes: int
+    waste_nodes: int
+    rejected_siblings: int
+    waste_share: float         # rejected-prefix waste / verified nodes
+    select_share: float        # (pool + estimate + select) / total time
+    stage_shares: dict[str, float]
+    expected_tau: float        # mean of the selector's own prediction of tau
+
+    def as_row(self) -> dict:
+        row = {k: v for k, v in self.__dict__.items() if k != "stage_shares"}
+        row.update({f"{stage}_share": share for stage, share in self.stage_shares.items()})
+        return row
+
+
+def summarize(rounds: list[Round]) -> RunSummary:
+    n = len(rounds)
+    tokens = sum(r.tau for r in rounds)
+    stage_time = {s: sum(r.timings.get(s, 0.0) for r in rounds) for s in STAGES}
+    total = sum(stage_time.values())
+    verified = sum(r.verified_nodes for r in rounds)
+    waste = sum(r.waste_nodes for r in rounds)
+    return RunSummary(
+        rounds=n, new_tokens=tokens, tau=tokens / n if n else 0.0, time_s=total,
+        tokens_per_s=tokens / total if total > 0 else 0.0, verified_nodes=verified, waste_nodes=waste,
+        rejected_siblings=sum(r.rejected_siblings for r in rounds),
+        waste_share=waste / verified if verified else 0.0,
+        select_share=(stage_time["pool"] + stage_time["estimate"] + stage_time["select"]) / total if total else 0.0,
+        stage_shares={s: (t / total if total else 0.0) for s, t in stage_time.items()},
+        expected_tau=sum(r.expected_tau for r in rounds) / n if n else 0.0)
+
+
+def speedup(run_tokens_per_s: float, baseline_tokens_per_s: float) -> float:
+    return run_tokens_per_s / baseline_tokens_per_s if baseline_tokens_per_s > 0 else float("nan")
+
+
+def rounds_frame(rounds: list[Round]) -> pd.DataFrame:
+    """One row per round: tau, nodes, waste, and each stage's time in milliseconds."""
+    rows = []
+    for r in rounds:
+        row = {"round": r.index, "selector": r.selector, "estimator": r.estimator, "budget": r.budget,
+               "tau": r.tau, "expected_tau": r.expected_tau, "verified_nodes": r.verified_nodes,
+               "accepted": len(r.accepted), "waste_nodes": r.waste_nodes,
+               "rejected_siblings": r.rejected_siblings, "pool_size": len(r.pool_tokens) - 1,
+               "text": "".join(r.pool_texts[i] for i in r.accepted) + r.bonus_text,
+               "time_ms": 1000 * r.time_s}
+        row.update({f"{s}_ms": 1000 * r.timings.get(s, 0.0) for s in STAGES})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def nodes_frame(record: Round) -> pd.DataFrame:
+    """One row per pool node of a round, with both scores and the target's verdict."""
+    return pd.DataFrame({
+        "node": range(len(record.pool_tokens)), "token": record.pool_tokens, "text": record.pool_texts,
+        "parent": record.pool_parents, "depth": record.pool_depths, "rank": record.pool_ranks,
+        "marginal": record.pool_marginal, "path_marginal": record.pool_path_marginal,
+        "reach": record.pool_reach, "target_prob": record.target_prob, "status": record.status})

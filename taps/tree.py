@@ -1,0 +1,89 @@
+"""DraftTree: a rooted tree of draft tokens, and the inputs of the target's tree forward.
+
+Node 0 is the root (the last token the target produced); every other node is a draft token at
+depth 1..H whose parent has a smaller index (topological order). The verify inputs are the
+node tokens, position ids `start + depth`, and an additive float 4-D mask in which each node sees
+the whole cached context, its ancestors and itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class DraftTree:
+    tokens: np.ndarray            # [n+1] token ids; index 0 is the root
+    parents: np.ndarray           # [n+1] parent index, -1 for the root
+    depths: np.ndarray            # [n+1] 0 for the root
+    ranks: np.ndarray             # [n+1] rank of the token among the drafter's top-K at its depth
+    marginal_logprob: np.ndarray  # [n+1] drafter log-prob of the token at its depth (0 at the root)
+    path_logprob: np.ndarray      # [n+1] sum of marginal_logprob along the path (DDTree's score)
+    reach: np.ndarray             # [n+1] estimated probability that the node is accepted (1 at the root)
+
+    @property
+    def size(self) -> int:
+        """Number of draft nodes (the root is not counted)."""
+        return len(self.tokens) - 1
+
+    @classmethod
+    def root_only(cls, token: int) -> "DraftTree":
+        return cls(tokens=np.array([token], dtype=np.int64), parents=np.array([-1]), depths=np.array([0]),
+                   ranks=np.array([0]), marginal_logprob=np.zeros(1), path_logprob=np.zeros(1),
+                   reach=np.ones(1))
+
+    def subtree(self, keep: np.ndarray) -> "DraftTree":
+        """The tree restricted to node indices `keep` (must contain 0 and be prefix-closed)."""
+        keep = np.sort(np.asarray(keep, dtype=np.int64))
+        if keep.size == 0 or keep[0] != 0:
+            raise ValueError("a subtree must keep the root")
+        remap = np.full(len(self.tokens), -1, dtype=np.int64)
+        remap[keep] = np.arange(len(keep))
+        parents = np.where(self.parents[keep] >= 0, remap[np.maximum(self.parents[keep], 0)], -1)
+        if np.any(parents[1:] < 0):
+            raise ValueError("subtree is not prefix-closed")
+        return DraftTree(tokens=self.tokens[keep], parents=parents, depths=self.depths[keep],
+                         ranks=self.ranks[keep], marginal_logprob=self.marginal_logprob[keep],
+                         path_logprob=self.path_logprob[keep], reach=self.reach[keep])
+
+    def children(self) -> list[dict[int, int]]:
+        """For each node, a map child token -> child index."""
+        table: list[dict[int, int]] = [dict() for _ in range(len(self.tokens))]
+        for i in range(1, len(self.tokens)):
+            table[int(self.parents[i])][int(self.tokens[i])] = i
+        return table
+
+    def path(self, node: int) -> list[int]:
+        """Node indices from the root's first child down to `node` (empty for the root)."""
+        out = []
+        while node > 0:
+            out.append(node)
+            node = int(self.parents[node])
+        return out[::-1]
+
+    def ancestor_matrix(self) -> np.ndarray:
+        """visible[i, j] = True when node j is node i or one of its ancestors."""
+        n = len(self.tokens)
+        visible = np.eye(n, dtype=bool)
+        for i in range(1, n):
+            visible[i] |= visible[int(self.parents[i])]
+        return visible
+
+    def is_prefix_closed(self) -> bool:
+        p = self.parents
+        return bool(p[0] == -1 and np.all((p[1:] >= 0) & (p[1:] < np.arange(1, len(p))))
+                    and np.all(self.depths[1:] == self.depths[p[1:]] + 1))
+
+    def verify_inputs(self, start: int, past_length: int, dtype: torch.dtype, device: torch.device):
+        """input_ids [1, n+1], position_ids [1, n+1] and the additive mask [1, 1, n+1, past + n+1]."""
+        input_ids = torch.as_tensor(self.tokens, dtype=torch.long, device=device).view(1, -1)
+        position_ids = torch.as_tensor(start + self.depths, dtype=torch.long, device=device).view(1, -1)
+        n = len(self.tokens)
+        visible = torch.ones(n, past_length + n, dtype=torch.bool, device=device)
+        visible[:, past_length:] = torch.as_tensor(self.ancestor_matrix(), device=device)
+        mask = torch.zeros(n, past_length + n, dtype=dtype, device=device)
+        mask.masked_fill_(~visible, torch.finfo(dtype).min)
+        return input_ids, position_ids, mask.view(1, 1, n, past_length + n)

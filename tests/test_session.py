@@ -1,0 +1,84 @@
+"""Round records, metrics and the command line on a tiny pair."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from taps import DecodeSession, Round
+from taps.__main__ import main
+from taps.metrics import nodes_frame, rounds_frame, summarize
+
+
+def test_round_accounting(tiny_pair):
+    s = DecodeSession(tiny_pair, "def g(y):", selector="ddtree", budget=16, max_new_tokens=20, stop_at_eos=False)
+    for r in s.run():
+        status = np.array(r.status)
+        assert status[0] == "root"
+        assert r.verified_nodes == len(r.selected) - 1 <= 16
+        assert r.waste_nodes == (status == "waste").sum()
+        assert r.rejected_siblings == (status == "rejected").sum()
+        assert len(r.accepted) == (status == "accepted").sum()
+        assert r.tau == len(r.committed_tokens)
+        # accepted nodes form a chain from the root, and the bonus is the target's next token
+        parent = 0
+        for node in r.accepted:
+            assert r.pool_parents[node] == parent
+            parent = node
+        for node in np.flatnonzero(status != "unselected")[1:]:
+            assert r.target_prob[node] is not None
+        assert set(r.timings) == {"draft", "pool", "estimate", "select", "verify", "commit"}
+    assert sum(r.tau for r in s.rounds) == 20
+
+
+def test_round_json_round_trip(tiny_pair):
+    s = DecodeSession(tiny_pair, "x = 1", selector="taps", estimator="online", budget=8, max_new_tokens=6)
+    r = s.step()
+    again = Round.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert again == r
+
+
+def test_frames_and_summary(tiny_pair):
+    s = DecodeSession(tiny_pair, "x = 1", selector="taps", budget=8, max_new_tokens=10, stop_at_eos=False)
+    rounds = s.run()
+    frame = rounds_frame(rounds)
+    assert len(frame) == len(rounds) and frame["tau"].sum() == 10
+    summary = summarize(rounds)
+    assert summary.new_tokens == 10 and summary.tokens_per_s > 0
+    assert abs(sum(summary.stage_shares.values()) - 1) < 1e-9
+    nodes = nodes_frame(rounds[0])
+    assert len(nodes) == len(rounds[0].pool_tokens)
+
+
+def test_cli_generate(tiny_pair_dir, capsys):
+    assert main(["generate", "--pair", str(tiny_pair_dir), "--selector", "ddtree", "--budget", "8",
+                 "--prompt", "def fib(n):", "--max-new-tokens", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "tau" in out and "tokens/s" in out
+
+
+def test_cli_compare_writes_rows(tiny_pair_dir, tmp_path, capsys):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "def f():"}\n{"id": "b", "prompt": "import os"}\n')
+    out = tmp_path / "rows.json"
+    assert main(["compare", "--pair", str(tiny_pair_dir), "--prompt-file", str(prompts), "--selectors",
+                 "ar,dflash,ddtree,taps,oracle", "--budgets", "4,8", "--max-new-tokens", "8",
+                 "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    rows = json.loads(out.read_text())
+    # per prompt: ar + dflash x2 + ddtree x2 + taps x (2 estimators x 2) + oracle x2
+    assert len(rows) == 2 * (1 + 2 + 2 + 4 + 2)
+    need = {"prompt_id", "selector", "estimator", "budget", "token_ids", "text", "tau", "tokens_per_s",
+            "speedup_vs_ar", "waste_share", "verified_nodes", "rounds"}
+    for row in rows:
+        assert need <= row.keys()
+        assert row["lossless"]
+    assert "lossless" in table
+
+
+def test_cli_reports_bad_input(tiny_pair_dir, capsys):
+    assert main(["generate", "--pair", str(tiny_pair_dir), "--budget", "0", "--prompt", "x"]) == 2
+    assert "budget must be" in capsys.readouterr().err
+    assert main(["generate", "--pair", "/no/such/pair", "--prompt", "x"]) == 2
+    assert "not found" in capsys.readouterr().err

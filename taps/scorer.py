@@ -172,7 +172,7 @@ def scorer_loss(edge_logq: torch.Tensor, other_logq: torch.Tensor, f: EdgeFeatur
     true_reach = _path_cumsum((edge_target + eps).log(), f.parent_ids, f.depths).exp().clamp(0.0, 1.0)
     bce = F.binary_cross_entropy(pred_reach, true_reach)
     loss = kl + bce_weight * bce
-    return loss, {"kl": float(kl), "bce": float(bce)}
+    return loss, {"kl": float(kl.detach()), "bce": float(bce.detach())}
 
 
 def _path_cumsum(edge_values: torch.Tensor, parent_ids: torch.Tensor, depths: torch.Tensor) -> torch.Tensor:

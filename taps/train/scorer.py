@@ -1,0 +1,284 @@
+"""Stage 4: the TAPS path-conditioned scorer, trained on pools the target verified in full.
+
+1. Traces: at random positions of target-regenerated sequences (the drafter stage's data), the
+   drafter drafts a block from the true context; the candidate pool (top-K lattice, beam, cap: the
+   same pools TAPS scores at run time, hundreds of nodes) is verified by the target in one tree
+   forward. The label of each edge is the target's softmax probability of the child at the parent.
+2. Train `TapsScorer` with per-parent KL(target || q) + 0.5 x BCE between predicted and target
+   reach.
+3. Report calibration on held-out traces (validation-split prompts): predicted reach against
+   observed greedy acceptance (reliability table and ECE), next to the marginal product's.
+
+    python -m taps.train scorer --out runs/pair
+    python -m taps.train scorer --out /tmp/q --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
+from transformers import DynamicCache  # noqa: E402
+
+from taps.drafter import context_features  # noqa: E402
+from taps.estimate import normalise_siblings, reach_from_edges  # noqa: E402
+from taps.pool import Lattice, candidate_pool  # noqa: E402
+from taps.scorer import ScorerConfig, TapsScorer, edge_features, scorer_loss  # noqa: E402
+from taps.train.common import Checkpointer, Progress, cosine_lr, pick_device  # noqa: E402
+from taps.tree import DraftTree  # noqa: E402
+from taps.verify import target_forward  # noqa: E402
+
+
+@dataclass
+class ScorerTrainConfig:
+    train_traces: int = 1500
+    val_traces: int = 200
+    anchors_per_sequence: int = 6
+    top_k: int = 64
+    beam_width: int = 48
+    pool_cap: int = 768
+    label: str = "prob"            # prob: target softmax probability; greedy: 1 if the target's argmax
+    lr: float = 2e-3
+    warmup_steps: int = 50
+    max_steps: int = 1500
+    minutes: float = 12.0
+    batch_pools: int = 8
+    seed: int = 11
+    log_every: int = 25
+    ckpt_minutes: float = 3.0
+
+
+QUICK_TRAIN = dict(train_traces=24, val_traces=8, anchors_per_sequence=4, top_k=8, beam_width=6, pool_cap=40,
+                   max_steps=40, minutes=2.0, batch_pools=4, warmup_steps=3, log_every=10, lr=5e-3)
+
+
+@dataclass
+class Trace:
+    pool: DraftTree
+    lattice: Lattice            # statistics and drafter hidden states (tokens kept for the pool)
+    edge_prob: np.ndarray       # [E] target probability of each pool node's token at its parent
+    edge_greedy: np.ndarray     # [E] 1 where that token is the target's argmax at the parent
+
+
+def load_pair_parts(out: Path, target_path: str | None, drafter_path: str | None):
+    from taps.pair import load_pair
+
+    return load_pair(None, target=target_path or str(out / "target"), drafter=drafter_path or str(out / "drafter"),
+                     device="auto", dtype="float32")
+
+
+@torch.inference_mode()
+def collect_traces(pair, seqs: np.ndarray, prompt_len: int, count: int, tc: ScorerTrainConfig,
+                   rng: np.random.Generator, label: str) -> list[Trace]:
+    """Verify whole candidate pools at random positions of the given sequences."""
+    drafter, target, device = pair.drafter, pair.target, pair.device
+    block = drafter.block_size
+    traces: list[Trace] = []
+    progress = Progress(count, f"traces ({label})", unit="pool")
+    progress.update(0)
+    order = rng.permutation(len(seqs))
+    for row in order:
+        if len(traces) >= count:
+            break
+        seq = torch.as_tensor(seqs[row].astype(np.int64), device=device).view(1, -1)
+        length = seq.shape[1]
+        hs = target(input_ids=seq, output_hidden_states=True, use_cache=False).hidden_states
+        features = context_features(hs, drafter.target_layer_ids)
+        high = length - 2
+        anchors = np.sort(rng.choice(np.arange(prompt_len - 1, high), size=min(tc.anchors_per_sequence,
+                                                                                 high - prompt_len + 1),
+                                     replace=False))
+        cache = DynamicCache(config=target.config)
+        cached = 0
+        for p in anchors:
+            p = int(p)
+            # target cache over seq[:p]
+            target_forward(target, cache, seq[:, cached:p], torch.arange(cached, p, device=device).view(1, -1),
+                           None, None)
+            cached = p
+            # drafter block at p from the true context
+            dcache = drafter.new_cache()
+            drafter.extend_cache(dcache, features[:, :p])
+            depth = min(block - 1, target.config.max_position_embeddings - p - 1)
+            ids = torch.full((1, depth + 1), pair.mask_token_id, device=device)
+            ids[0, 0] = seq[0, p]
+            hidden = drafter.draft_block(dcache, pair.embed(ids))[0, 1:]
+            lattice = Lattice.from_logits(pair.lm_head(hidden), tc.top_k, hidden=hidden.float().cpu())
+            pool = candidate_pool(int(seq[0, p]), lattice, tc.top_k, tc.beam_width, tc.pool_cap)
+            ids_t, pos, mask = pool.verify_inputs(p, p, pair.dtype, device)
+            logits, _ = target_forward(target, cache, ids_t, pos, mask, None)
+            for layer in cache.layers:   # drop the pool from the cache again
+                layer.keys = layer.keys[..., :p, :]
+                layer.values = layer.values[..., :p, :]
+            probs = torch.softmax(logits.float(), dim=-1)
+            parents = torch.as_tensor(pool.parents[1:], device=device)
+            children = torch.as_tensor(pool.tokens[1:], device=device)
+            edge_prob = probs[parents, children].double().cpu().numpy()
+            edge_greedy = (logits.argmax(-1)[parents] == children).double().cpu().numpy()
+            lattice.hidden = lattice.hidden.cpu()
+            traces.append(Trace(pool, lattice, edge_prob, edge_greedy))
+            progress.update(len(traces))
+            if len(traces) >= count:
+                break
+    return traces
+
+
+def reliability(pred: np.ndarray, observed: np.ndarray, bins: int = 10) -> tuple[list[dict], float]:
+    """Reliability table over equal-width bins of predicted reach, and the ECE."""
+    edges = np.linspace(0, 1, bins + 1)
+    table, ece = [], 0.0
+    which = np.clip(np.digitize(pred, edges[1:-1]), 0, bins - 1)
+    for b in range(bins):
+        sel = which == b
+        if not sel.any():
+            continue
+        mean_pred, mean_obs = float(pred[sel].mean()), float(observed[sel].mean())
+        table.append({"bin": f"{edges[b]:.1f}-{edges[b + 1]:.1f}", "nodes": int(sel.sum()),
+                      "predicted": mean_pred, "observed": mean_obs})
+        ece += sel.mean() * abs(mean_pred - mean_obs)
+    return table, float(ece)
+
+
+def calibration(traces: list[Trace], scorer: TapsScorer | None, embed) -> dict:
+    """Predicted reach (scorer, or marginal product when None) vs observed greedy acceptance."""
+    preds, observed = [], []
+    for t in traces:
+        if scorer is None:
+            q = np.concatenate([[1.0], np.exp(t.pool.marginal_logprob[1:])])
+        else:
+            q = normalise_siblings(t.pool.parents, scorer.edge_probs(t.pool, t.lattice, embed))
+        reach = reach_from_edges(t.pool.parents, q)
+        accepted = reach_from_edges(t.pool.parents, np.concatenate([[1.0], t.edge_greedy]))
+        preds.append(reach[1:])
+        observed.append(accepted[1:])
+    pred, obs = np.concatenate(preds), np.concatenate(observed)
+    table, ece = reliability(pred, obs)
+    return {"ece": ece, "table": table, "nodes": int(len(pred)),
+            "mean_predicted": float(pred.mean()), "mean_observed": float(obs.mean())}
+
+
+def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_path: str | None,
+          resume: bool, quick: bool) -> dict:
+    torch.set_num_threads(1 if quick else len(os.sched_getaffinity(0)))
+    pair = load_pair_parts(out, target_path, drafter_path)
+    embed = pair.target.get_input_embeddings()
+    data_dir = out / "drafter_data"
+    if not (data_dir / "train.npy").exists():
+        raise SystemExit(f"no regenerated sequences in {data_dir}: run the drafter stage first")
+    log_path = out / "drafter" / "training_log.json"
+    prompt_len = json.loads(log_path.read_text())["train_config"]["prompt_len"] if log_path.exists() else 64
+    rng = np.random.default_rng(tc.seed)
+    trace_file = out / "scorer_data" / f"traces-{tc.top_k}-{tc.beam_width}-{tc.pool_cap}.pt"
+    t0 = time.time()
+    if trace_file.exists():
+        saved = torch.load(trace_file, weights_only=False)
+        train_traces, val_traces = saved["train"], saved["val"]
+        print(f"loaded {len(train_traces)} + {len(val_traces)} traces from {trace_file}")
+    else:
+        train_traces = collect_traces(pair, np.load(data_dir / "train.npy"), prompt_len, tc.train_traces, tc, rng,
+                                      "train")
+        val_traces = collect_traces(pair, np.load(data_dir / "val.npy"), prompt_len, tc.val_traces, tc, rng, "val")
+        trace_file.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"train": train_traces, "val": val_traces}, trace_file)
+    trace_s = time.time() - t0
+    features = [edge_features(t.pool, t.lattice) for t in train_traces]
+    labels = [torch.as_tensor(t.edge_prob if tc.label == "prob" else t.edge_greedy, dtype=torch.float32)
+              for t in train_traces]
+
+    torch.manual_seed(tc.seed)
+    scorer = TapsScorer(ScorerConfig(model_dim=pair.target.config.hidden_size,
+                                     max_depth=pair.drafter.block_size)).train()
+    n_params = sum(p.numel() for p in scorer.parameters())
+    print(f"scorer: {n_params / 1e3:.0f}k parameters; {len(train_traces)} train pools "
+          f"({sum(t.pool.size for t in train_traces):,} edges), {len(val_traces)} held-out pools")
+    optimizer = torch.optim.AdamW(scorer.parameters(), lr=tc.lr, weight_decay=0.01)
+    ckpt = Checkpointer(out / "scorer_ckpt" / "ckpt.pt", tc.ckpt_minutes)
+    state = ckpt.load() if resume else None
+    step, elapsed, history = 0, 0.0, []
+    if state is not None:
+        scorer.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        rng.bit_generator.state = state["numpy_rng"]
+        step, elapsed, history = state["step"], state["elapsed"], state["history"]
+        print(f"resumed from {ckpt.path} at step {step}")
+
+    def snapshot():
+        return {"model": scorer.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                "elapsed": elapsed, "history": history, "numpy_rng": rng.bit_generator.state}
+
+    progress = Progress(tc.max_steps, "scorer", budget_s=tc.minutes * 60)
+    progress.update(step, elapsed=elapsed)
+    t_start = time.time() - elapsed
+    losses = []
+    while step < tc.max_steps and elapsed < tc.minutes * 60:
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, 0.1)
+        batch = rng.integers(0, len(features), size=tc.batch_pools)
+        loss = 0.0
+        for i in batch:
+            edge_logq, other_logq = scorer(features[i], embed)
+            pool_loss, _ = scorer_loss(edge_logq, other_logq, features[i], labels[i])
+            loss = loss + pool_loss / len(batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(scorer.parameters(), 1.0)
+        optimizer.step()
+        step += 1
+        elapsed = time.time() - t_start
+        losses.append(loss.item())
+        if step % tc.log_every == 0:
+            history.append({"step": step, "loss": float(np.mean(losses[-tc.log_every:]))})
+            progress.update(step, elapsed=elapsed, extra=f"loss {history[-1]['loss']:.4f}")
+        ckpt.maybe_save(snapshot)
+    ckpt.save(snapshot())
+    scorer.eval()
+    learned = calibration(val_traces, scorer, embed)
+    marginal = calibration(val_traces, None, embed)
+    print(f"\ndone: {step} steps, {elapsed / 60:.1f} min. Held-out calibration (predicted reach vs observed "
+          f"greedy acceptance): ECE learned {learned['ece']:.4f}, marginal {marginal['ece']:.4f}")
+    for row in learned["table"]:
+        print(f"  reach {row['bin']}: {row['nodes']:6d} nodes, predicted {row['predicted']:.3f}, "
+              f"observed {row['observed']:.3f}")
+    scorer.save_pretrained(out / "scorer")
+    log = {"train_config": asdict(tc), "parameters": n_params, "steps": step, "wall_time_s": round(elapsed, 1),
+           "trace_s": round(trace_s, 1), "train_pools": len(train_traces), "val_pools": len(val_traces),
+           "calibration_learned": learned, "calibration_marginal": marginal, "history": history}
+    (out / "scorer" / "training_log.json").write_text(json.dumps(log, indent=2) + "\n")
+    print(f"saved {out / 'scorer'}")
+    if quick:
+        first, last = float(np.mean(losses[:5])), float(np.mean(losses[-5:]))
+        if not last < first:
+            raise SystemExit(f"quick check failed: scorer loss did not go down ({first:.4f} -> {last:.4f})")
+        print(f"quick check ok: loss {first:.4f} -> {last:.4f}")
+    return log
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True, help="run folder with target/, drafter/, drafter_data/")
+    parser.add_argument("--target", default=None, help="target folder or hub id (default OUT/target)")
+    parser.add_argument("--drafter", default=None, help="drafter folder or hub id (default OUT/drafter)")
+    parser.add_argument("--quick", action="store_true", help="a few small pools, ~40 steps, asserts the loss drops")
+    parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True)
+    for f in fields(ScorerTrainConfig):
+        parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=None,
+                            help=f"default {f.default}")
+
+
+def main(args: argparse.Namespace) -> None:
+    tc = ScorerTrainConfig(**(QUICK_TRAIN if args.quick else {}))
+    for f in fields(tc):
+        value = getattr(args, f.name, None)
+        if value is not None:
+            setattr(tc, f.name, value)
+    if tc.label not in ("prob", "greedy"):
+        raise SystemExit("--label must be 'prob' or 'greedy'")
+    train(Path(args.out), tc, args.target, args.drafter, args.resume, args.quick)

@@ -10,6 +10,7 @@ which replaces hand-set utility weights.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,6 +48,14 @@ class LatencyProfile:
         if not {"sizes", "verify_s", "draft_s"} <= raw.keys():
             raise ValueError(f"{path} is not a latency profile (needs sizes, verify_s, draft_s)")
         return cls(**raw)
+
+
+def profile_path(pair_name: str, device: str) -> Path:
+    """Where `python -m taps.profile` saves a pair's curve for this machine and device type, and
+    where sessions look for it first ($TAPS_CACHE, default ~/.cache/taps)."""
+    root = Path(os.environ.get("TAPS_CACHE", Path.home() / ".cache" / "taps"))
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in pair_name)
+    return root / "profiles" / f"{safe}-{torch.device(device).type}.json"
 
 
 def default_sizes(max_nodes: int) -> list[int]:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from .costs import LatencyProfile, measure_profile
+from .costs import LatencyProfile, measure_profile, profile_path
 from .estimate import ESTIMATORS, Estimator, LearnedEstimator, MarginalEstimator, OnlineEstimator
 from .pair import ModelPair
 from .pool import Lattice
@@ -143,10 +143,20 @@ _PROFILES: dict[tuple, LatencyProfile] = {}
 
 
 def cached_profile(pair: ModelPair, max_nodes: int) -> LatencyProfile:
-    """A latency profile measured once per (pair, device, size range) in this process."""
+    """The pair's saved profile for this device (`python -m taps.profile`) when it covers
+    `max_nodes`; otherwise one measured once per (pair, device, size range) in this process."""
     key = (id(pair), str(pair.device), max_nodes)
     if key not in _PROFILES:
-        _PROFILES[key] = measure_profile(pair, max_nodes=max_nodes, repeats=3)
+        saved = profile_path(pair.name, str(pair.device))
+        profile = None
+        if saved.exists():
+            try:
+                profile = LatencyProfile.load(saved)
+            except (ValueError, OSError, TypeError):
+                profile = None
+        if profile is None or max(profile.sizes) < max_nodes:
+            profile = measure_profile(pair, max_nodes=max_nodes, repeats=3)
+        _PROFILES[key] = profile
     return _PROFILES[key]
 
 

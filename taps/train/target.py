@@ -1,0 +1,382 @@
+"""Stage 2: the target model, a small Qwen3-architecture causal LM trained from scratch.
+
+Trains on random windows of the tokenized train split (``data.token_stream``), AdamW with linear
+warmup and cosine decay to 10% of the peak learning rate. The run stops at ``--max-steps`` or after
+``--minutes`` of training (counted across resumes), whichever comes first. By default the
+schedule follows ``--max-steps`` (deterministic for a seed); ``--schedule time`` decays by
+whichever of steps or time runs out first, so a slowed-down run on a shared machine still ends
+at the low learning rate (data order stays seeded, the learning rates then depend on timing).
+
+Checkpoints (model, optimizer, step, RNG states) go to ``OUT/target_ckpt/ckpt.pt`` every few
+minutes and an interrupted run resumes from there. The finished model is saved with
+``save_pretrained`` to ``OUT/target/``, together with the tokenizer and ``training_log.json``.
+
+    python -m taps.train target --out runs/pair --minutes 55
+    python -m taps.train target --out runs/pair --minutes 55 --schedule time --max-steps 1400
+    python -m taps.train target --out /tmp/q --quick     # seconds; fails unless the loss drops
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Threads that sleep instead of spinning at OpenMP barriers: on a small shared CPU machine this
+# keeps training ~2.5x faster while another process is busy, at little cost when idle. Only takes
+# effect if torch is not imported yet (the command-line path).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
+import torch.nn.functional as F
+
+from taps.train import data
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 4096  # overwritten by the tokenizer's size
+    hidden_size: int = 256
+    intermediate_size: int = 768
+    num_hidden_layers: int = 6
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 64
+    max_position_embeddings: int = 1024
+    rope_theta: float = 10000.0
+    tie_word_embeddings: bool = True
+
+
+@dataclass
+class TrainConfig:
+    corpus: str = "stdlib"
+    max_files: int | None = None  # only the first N files of each split (quick mode)
+    seq_len: int = 512
+    batch_size: int = 16
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 200
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    max_steps: int = 700  # ~25 min on 2 idle CPU cores, ~55 min shared with one other job
+    minutes: float = 60.0  # wall-clock budget for training, summed over resumes
+    schedule: str = "steps"  # "steps": cosine over max_steps (deterministic); "time": whichever
+    #                          of steps or the time budget runs out first drives the decay
+    seed: int = 1337
+    log_every: int = 10
+    eval_every: int = 100
+    eval_windows: int = 32
+    ckpt_minutes: float = 5.0
+
+
+QUICK_MODEL = dict(hidden_size=64, intermediate_size=192, num_hidden_layers=2, num_attention_heads=2,
+                   num_key_value_heads=1, head_dim=32, max_position_embeddings=256)
+QUICK_TRAIN = dict(max_files=40, seq_len=128, batch_size=8, lr=3e-3, warmup_steps=5, max_steps=30,
+                   minutes=5.0, log_every=5, eval_every=15, eval_windows=8)
+
+
+# ------------------------------------------------------------------------------------------------
+# model, schedule, batches
+
+def build_model(mc: ModelConfig):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    config = Qwen3Config(
+        vocab_size=mc.vocab_size,
+        hidden_size=mc.hidden_size,
+        intermediate_size=mc.intermediate_size,
+        num_hidden_layers=mc.num_hidden_layers,
+        num_attention_heads=mc.num_attention_heads,
+        num_key_value_heads=mc.num_key_value_heads,
+        head_dim=mc.head_dim,
+        max_position_embeddings=mc.max_position_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": mc.rope_theta},
+        tie_word_embeddings=mc.tie_word_embeddings,
+        eos_token_id=0,
+        pad_token_id=0,
+        bos_token_id=None,
+        dtype="float32",
+        attn_implementation="sdpa",
+    )
+    return Qwen3ForCausalLM(config)
+
+
+def lr_at(step: int, tc: TrainConfig, elapsed: float = 0.0) -> float:
+    """Linear warmup to ``lr``, then cosine decay to ``min_lr_ratio * lr`` at ``max_steps``
+    (with ``schedule="time"``: at ``max_steps`` or at the end of the time budget, if sooner)."""
+    if step < tc.warmup_steps:
+        return tc.lr * (step + 1) / tc.warmup_steps
+    progress = min(1.0, (step - tc.warmup_steps) / max(1, tc.max_steps - tc.warmup_steps))
+    if tc.schedule == "time":
+        progress = max(progress, min(1.0, elapsed / (tc.minutes * 60)))
+    ratio = tc.min_lr_ratio + (1 - tc.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    return tc.lr * ratio
+
+
+def make_optimizer(model: torch.nn.Module, tc: TrainConfig) -> torch.optim.AdamW:
+    """AdamW; weight decay on matrices (and the embedding), none on norms."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": tc.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2))
+
+
+def windows(stream: np.ndarray, starts: np.ndarray, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and next-token targets for windows of ``seq_len + 1`` tokens at ``starts``."""
+    idx = starts[:, None] + np.arange(seq_len + 1)[None, :]
+    chunk = torch.from_numpy(stream[idx].astype(np.int64))
+    return chunk[:, :-1], chunk[:, 1:]
+
+
+def loss_on(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    logits = model(input_ids=x, use_cache=False).logits
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, stream: np.ndarray, starts: np.ndarray, tc: TrainConfig) -> float:
+    model.eval()
+    losses = []
+    for i in range(0, len(starts), tc.batch_size):
+        x, y = windows(stream, starts[i:i + tc.batch_size], tc.seq_len)
+        losses.append(loss_on(model, x, y).item() * len(x))
+    model.train()
+    return sum(losses) / len(starts)
+
+
+# ------------------------------------------------------------------------------------------------
+# checkpoints
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# training
+
+def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resume: bool = True,
+          quick: bool = False) -> dict[str, Any]:
+    from transformers import AutoTokenizer
+
+    # all cores, but one thread for the tiny quick model (its ops are too small to split)
+    torch.set_num_threads(1 if quick else len(os.sched_getaffinity(0)))
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    mc.vocab_size = len(tokenizer)
+    max_pos = mc.max_position_embeddings
+    if tc.seq_len > max_pos:
+        raise ValueError(f"seq_len {tc.seq_len} exceeds max_position_embeddings {max_pos}")
+
+    # data: cached token streams, fixed validation windows
+    train_stream = data.token_stream(tokenizer, "train", out / "data", tc.corpus, tc.max_files)
+    val_stream = data.token_stream(tokenizer, "val", out / "data", tc.corpus, tc.max_files)
+    if len(val_stream) <= tc.seq_len + 1 or len(train_stream) <= tc.seq_len + 1:
+        raise ValueError("corpus too small for seq_len")
+    n_eval = tc.eval_windows
+    val_starts = np.linspace(0, len(val_stream) - tc.seq_len - 1, n_eval).astype(np.int64)
+    print(f"data: train {len(train_stream):,} tokens, val {len(val_stream):,} tokens "
+          f"({n_eval} eval windows of {tc.seq_len})")
+
+    # model, optimizer, RNGs
+    torch.manual_seed(tc.seed)
+    rng = np.random.default_rng(tc.seed)
+    model = build_model(mc)
+    model.train()
+    optimizer = make_optimizer(model, tc)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"model: {n_params / 1e6:.2f}M parameters, {asdict(mc)}")
+    print(f"torch threads {torch.get_num_threads()}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+
+    step, tokens_seen, elapsed = 0, 0, 0.0
+    history: list[dict[str, float]] = []
+    evals: list[dict[str, float]] = []
+    step_losses: list[float] = []
+    resumes: list[int] = []
+    ckpt_path = out / "target_ckpt" / "ckpt.pt"
+    ckpt = load_checkpoint(ckpt_path) if resume else None
+    if ckpt is not None:
+        if ckpt["model_config"] != asdict(mc):
+            raise SystemExit(f"checkpoint {ckpt_path} has a different model config; use --no-resume")
+        for key in ("seq_len", "batch_size", "seed"):
+            if ckpt["train_config"][key] != getattr(tc, key):
+                raise SystemExit(f"checkpoint {ckpt_path} has {key}={ckpt['train_config'][key]}; "
+                                 f"use --no-resume or the same value")
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        torch.set_rng_state(ckpt["torch_rng"])
+        rng.bit_generator.state = ckpt["numpy_rng"]
+        step, tokens_seen, elapsed = ckpt["step"], ckpt["tokens_seen"], ckpt["elapsed"]
+        history, evals, step_losses = ckpt["history"], ckpt["evals"], ckpt["step_losses"]
+        resumes = ckpt["resumes"] + [step]
+        print(f"resumed from {ckpt_path} at step {step} ({elapsed / 60:.1f} min trained)")
+
+    def state() -> dict[str, Any]:
+        return {
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state,
+            "step": step, "tokens_seen": tokens_seen, "elapsed": elapsed,
+            "history": history, "evals": evals, "step_losses": step_losses, "resumes": resumes,
+            "model_config": asdict(mc), "train_config": asdict(tc),
+        }
+
+    # SIGTERM / Ctrl-C: checkpoint at the next step boundary, then exit with status 1
+    interrupted = False
+
+    def on_signal(signum, frame) -> None:
+        nonlocal interrupted
+        interrupted = True
+
+    old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    budget = tc.minutes * 60
+    tokens_per_step = tc.batch_size * tc.seq_len
+    t_start, t_ckpt = time.time() - elapsed, time.time()
+    t_log, tokens_log, losses_log = time.time(), 0, []
+    stopped_by = "max_steps"
+    try:
+        while step < tc.max_steps:
+            if elapsed >= budget:
+                stopped_by = "minutes"
+                break
+            if interrupted:
+                save_checkpoint(ckpt_path, state())
+                raise SystemExit(f"interrupted at step {step}; checkpoint saved to {ckpt_path}")
+
+            lr = lr_at(step, tc, elapsed)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            starts = rng.integers(0, len(train_stream) - tc.seq_len - 1, size=tc.batch_size)
+            x, y = windows(train_stream, starts, tc.seq_len)
+            loss = loss_on(model, x, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            optimizer.step()
+
+            step += 1
+            tokens_seen += tokens_per_step
+            tokens_log += tokens_per_step
+            step_losses.append(loss.item())
+            losses_log.append(step_losses[-1])
+            elapsed = time.time() - t_start
+
+            if step % tc.log_every == 0 or step == tc.max_steps:
+                tok_s = tokens_log / max(time.time() - t_log, 1e-9)
+                steps_left_s = (tc.max_steps - step) * tokens_per_step / max(tok_s, 1e-9)
+                eta = min(steps_left_s, max(0.0, budget - elapsed))
+                mean_loss = sum(losses_log) / len(losses_log)
+                history.append({"step": step, "loss": mean_loss, "lr": lr, "tok_s": tok_s})
+                print(f"step {step:5d}/{tc.max_steps} | loss {mean_loss:.4f} | lr {lr:.2e} | "
+                      f"{tok_s:7.0f} tok/s | {elapsed / 60:5.1f} min | eta {eta / 60:5.1f} min",
+                      flush=True)
+                t_log, tokens_log, losses_log = time.time(), 0, []
+
+            if step % tc.eval_every == 0 and step < tc.max_steps:
+                val_loss = evaluate(model, val_stream, val_starts, tc)
+                evals.append({"step": step, "val_loss": val_loss})
+                print(f"eval  step {step:5d} | val loss {val_loss:.4f}", flush=True)
+
+            if time.time() - t_ckpt >= tc.ckpt_minutes * 60:
+                save_checkpoint(ckpt_path, state())
+                t_ckpt = time.time()
+                print(f"checkpoint step {step} -> {ckpt_path}", flush=True)
+    finally:
+        for s, handler in old_handlers.items():
+            signal.signal(s, handler)
+
+    # final evaluation, checkpoint and export
+    val_loss = evaluate(model, val_stream, val_starts, tc)
+    if not evals or evals[-1]["step"] != step:
+        evals.append({"step": step, "val_loss": val_loss})
+    save_checkpoint(ckpt_path, state())
+    tail = step_losses[-min(20, len(step_losses)):] or [float("nan")]
+    train_loss = sum(tail) / len(tail)
+    print(f"done: {step} steps ({stopped_by}), {tokens_seen:,} tokens, {elapsed / 60:.1f} min, "
+          f"train loss {train_loss:.4f}, val loss {val_loss:.4f}", flush=True)
+
+    target_dir = out / "target"
+    model.generation_config.eos_token_id = 0
+    model.generation_config.pad_token_id = 0
+    model.generation_config.bos_token_id = None
+    model.save_pretrained(target_dir)
+    tokenizer.save_pretrained(target_dir)
+    log = {
+        "model_config": asdict(mc),
+        "train_config": asdict(tc),
+        "parameters": n_params,
+        "data": {"train_tokens": int(len(train_stream)), "val_tokens": int(len(val_stream))},
+        "steps": step,
+        "stopped_by": stopped_by,
+        "tokens_seen": tokens_seen,
+        "epochs": tokens_seen / len(train_stream),
+        "wall_time_s": round(elapsed, 1),
+        "tokens_per_s": tokens_seen / max(elapsed, 1e-9),
+        "final_train_loss": train_loss,
+        "final_val_loss": val_loss,
+        "resumed_at_steps": resumes,
+        "evals": evals,
+        "history": history,
+        "torch_threads": torch.get_num_threads(),
+    }
+    (target_dir / "training_log.json").write_text(json.dumps(log, indent=2) + "\n")
+    print(f"saved {target_dir}")
+
+    if quick and len(step_losses) < 10:
+        print(f"quick check skipped: only {len(step_losses)} steps so far")
+    elif quick:
+        n = 5
+        first, last = np.mean(step_losses[:n]), np.mean(step_losses[-n:])
+        if not last < first:
+            raise SystemExit(f"quick check failed: loss did not go down ({first:.4f} -> {last:.4f})")
+        print(f"quick check ok: loss {first:.4f} -> {last:.4f}")
+    return log
+
+
+# ------------------------------------------------------------------------------------------------
+# command line
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True, help="run folder (reads OUT/tokenizer)")
+    parser.add_argument("--tokenizer", type=Path, default=None, help="default OUT/tokenizer")
+    parser.add_argument("--quick", action="store_true", help="tiny model, ~30 steps, asserts loss drops")
+    parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                        help="continue from OUT/target_ckpt if present (default on)")
+    for f in fields(TrainConfig):
+        if f.name in ("corpus", "schedule"):
+            choices = data.CORPORA if f.name == "corpus" else ("steps", "time")
+            parser.add_argument("--" + f.name, choices=choices, default=None, help=f"default {f.default}")
+            continue
+        kind = int if f.name == "max_files" else type(f.default)
+        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=None,
+                            help=f"default {f.default}")
+
+
+def main(args: argparse.Namespace) -> None:
+    mc = ModelConfig(**(QUICK_MODEL if args.quick else {}))
+    tc = TrainConfig(**(QUICK_TRAIN if args.quick else {}))
+    for f in fields(TrainConfig):
+        value = getattr(args, f.name, None)
+        if value is not None:
+            setattr(tc, f.name, value)
+    tokenizer_dir = args.tokenizer or Path(args.out) / "tokenizer"
+    train(Path(args.out), tokenizer_dir, mc, tc, resume=args.resume, quick=args.quick)

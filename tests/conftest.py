@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# saved latency profiles live in a per-run folder, never the user's cache
+os.environ["TAPS_CACHE"] = tempfile.mkdtemp(prefix="taps-cache-")
 
 from tiny import build_tiny_pair  # noqa: E402
 

@@ -388,7 +388,6 @@ class DecodeSession:
 
     def _record(self, pool: DraftTree, selected: np.ndarray, tree: DraftTree, result, committed: list[int],
                 start: int, timings: dict[str, float]) -> Round:
-        tok = self.pair.tokenizer
         n = len(pool.tokens)
         status = ["unselected"] * n
         status[0] = "root"
@@ -408,7 +407,7 @@ class DecodeSession:
                 status[node], rejected = "rejected", rejected + 1
             else:
                 status[node], waste = "waste", waste + 1
-        texts = [tok.decode([int(t)]) for t in pool.tokens]
+        texts = self._token_texts(pool.tokens)
         return Round(
             index=len(self.rounds), selector=self.config.selector,
             estimator=self.config.estimator if self.config.selector == "taps" else "marginal",
@@ -421,10 +420,18 @@ class DecodeSession:
             pool_path_marginal=[float(x) for x in np.exp(pool.path_logprob)],
             pool_reach=[float(x) for x in pool.reach], selected=[int(s) for s in selected],
             target_prob=target_prob, status=status, accepted=accepted_pool,
-            bonus_token=int(result.bonus_token), bonus_text=tok.decode([int(result.bonus_token)]),
+            bonus_token=int(result.bonus_token), bonus_text=self._token_texts([result.bonus_token])[0],
             committed_tokens=committed, tau=len(committed), verified_nodes=int(tree.size),
             waste_nodes=waste, rejected_siblings=rejected, expected_tau=float(1.0 + tree.reach[1:].sum()),
             timings=timings, finished=self.finished, stop_reason=self.stop_reason)
+
+    def _token_texts(self, tokens) -> list[str]:
+        """Each token's text on its own, decoded once per session and cached."""
+        cache = self.__dict__.setdefault("_texts", {})
+        missing = sorted({int(t) for t in tokens} - cache.keys())
+        if missing:
+            cache.update(zip(missing, self.pair.tokenizer.batch_decode([[t] for t in missing])))
+        return [cache[int(t)] for t in tokens]
 
     def run(self, callback=None) -> list[Round]:
         """Step until finished; `callback(round)` after each round (progress bars, live counters)."""

@@ -111,7 +111,7 @@ def test_resume(run_dir: Path, tmp_path: Path) -> None:
     first = json.loads((tmp_path / "target" / "training_log.json").read_text())
     assert first["stopped_by"] == "minutes" and first["steps"] < 30
     stdout = run_stage("target", "--quick", "--out", str(tmp_path))
-    assert f"resumed from" in stdout
+    assert "resumed from" in stdout
     log = json.loads((tmp_path / "target" / "training_log.json").read_text())
     assert log["steps"] == 30 and log["resumed_at_steps"] == [first["steps"]]
     # same data windows and optimizer state; CPU float results may differ in the last bits

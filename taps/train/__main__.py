@@ -1,4 +1,4 @@
-"""Command line for the training stages: ``python -m taps.train {tokenizer,target,drafter,scorer}``.
+"""Command line for the training stages: ``python -m taps.train {tokenizer,target,drafter,scorer,package}``.
 
 Each stage is a module ``taps.train.<stage>`` exposing ``add_arguments(parser)`` and
 ``main(args)``. A stage's module is imported only to build its subcommand, and a stage whose
@@ -16,7 +16,8 @@ STAGES: dict[str, str] = {
     "tokenizer": "byte-level BPE tokenizer on the corpus' train split",
     "target": "Qwen3-architecture target LM trained from scratch",
     "drafter": "diffusion drafter trained against the target",
-    "scorer": "draft-tree scorer",
+    "scorer": "TAPS path-conditioned scorer trained on target-verified pools",
+    "package": "copy a trained run into assets/models/<name> as a shippable pair",
 }
 
 

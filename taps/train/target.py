@@ -161,9 +161,31 @@ def evaluate(model: torch.nn.Module, stream: np.ndarray, starts: np.ndarray, tc:
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     torch.save(state, tmp)
     os.replace(tmp, path)
+
+
+def acquire_lock(lock: Path) -> None:
+    """Refuse to run while another live process trains into the same folder."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    if lock.exists():
+        text = lock.read_text().strip()
+        pid = int(text) if text.isdigit() else 0
+        if pid and pid != os.getpid():
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                pass  # stale lock from a finished or killed run
+            else:
+                raise SystemExit(f"another run (pid {pid}) is training into {lock.parent}; "
+                                 f"stop it first or delete {lock}")
+    lock.write_text(str(os.getpid()))
+
+
+def release_lock(lock: Path) -> None:
+    if lock.exists() and lock.read_text().strip() == str(os.getpid()):
+        lock.unlink()
 
 
 def load_checkpoint(path: Path) -> dict[str, Any] | None:
@@ -213,6 +235,8 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
     step_losses: list[float] = []
     resumes: list[int] = []
     ckpt_path = out / "target_ckpt" / "ckpt.pt"
+    lock = ckpt_path.with_name("LOCK")
+    acquire_lock(lock)
     ckpt = load_checkpoint(ckpt_path) if resume else None
     if ckpt is not None:
         if ckpt["model_config"] != asdict(mc):
@@ -340,6 +364,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
     }
     (target_dir / "training_log.json").write_text(json.dumps(log, indent=2) + "\n")
     print(f"saved {target_dir}")
+    release_lock(lock)  # a crash leaves a stale lock, which the next run ignores (dead pid)
 
     if quick and len(step_losses) < 10:
         print(f"quick check skipped: only {len(step_losses)} steps so far")

@@ -4,10 +4,23 @@
     pair = load_pair()                      # the shipped pair, or load_pair("path/or/folder")
     session = DecodeSession(pair, "def fib(n):", selector="taps", budget=32)
     for round in session.run(): print(round.tau, round.verified_nodes, round.waste_nodes)
+
+Names are imported lazily, so `python -m taps.train ...` can set threading options before torch
+is first imported.
 """
 
-from .pair import ModelPair, PairError, load_pair
-from .session import DecodeConfig, DecodeSession, Round, greedy_continuation, sample_continuation
+from importlib import import_module
 
-__all__ = ["ModelPair", "PairError", "load_pair", "DecodeConfig", "DecodeSession", "Round",
-           "greedy_continuation", "sample_continuation"]
+_EXPORTS = {
+    "ModelPair": "pair", "PairError": "pair", "load_pair": "pair",
+    "DecodeConfig": "session", "DecodeSession": "session", "Round": "session",
+    "greedy_continuation": "session", "sample_continuation": "session",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module 'taps' has no attribute {name!r}")

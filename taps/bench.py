@@ -320,14 +320,14 @@ def write_plots(summary: list[dict], out: Path, title: str) -> list[Path]:
         if ar is not None:
             fig.add_hline(y=ar[metric], line_dash="dash", line_color="gray", annotation_text="AR",
                           annotation_position="bottom right")
-        fig.update_layout(title=f"{label} vs budget: {title}", template="plotly_white", width=900, height=520,
+        fig.update_layout(title=f"{label} vs budget: {title}", template="plotly_white",
                           xaxis={"title": "budget (draft nodes verified per round)", "type": "log",
                                  "tickvals": budgets, "ticktext": [str(b) for b in budgets]},
                           yaxis={"title": label, "rangemode": "tozero"}, legend={"title": "selector"})
         figures.append(fig)
         paths.append(out / f"{name}.png")
     try:
-        pio.write_images(figures, paths)
+        pio.write_images(figures, paths, width=900, height=520, scale=2)
     except Exception as exc:   # kaleido needs a Chromium; keep the sweep's results regardless
         print(f"warning: could not export PNG ({exc}); writing HTML plots instead", file=sys.stderr)
         paths = [p.with_suffix(".html") for p in paths]

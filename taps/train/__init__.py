@@ -5,8 +5,16 @@ Stages, run in order with ``python -m taps.train <stage> --out runs/pair``:
 1. ``tokenizer`` - byte-level BPE trained on the Python standard library (``tokenizer.py``).
 2. ``target``    - a small Qwen3-architecture causal LM trained from scratch (``target.py``).
 3. ``drafter``   - the diffusion drafter (``drafter.py``).
-4. ``scorer``    - the draft-tree scorer (``scorer.py``).
+4. ``scorer``    - the TAPS path-conditioned scorer (``scorer.py``).
+5. ``package``   - copy a run into ``assets/models/<name>`` (``package.py``).
 
 The corpus and the train/validation/held-out splits live in ``data.py``.
 Every stage module exposes ``add_arguments(parser)`` and ``main(args)``.
 """
+
+import os
+
+# Threads that sleep at OpenMP barriers instead of spinning: on a small shared machine this keeps
+# training several times faster while another process is busy. It must be set before torch is
+# first imported, which is why the `taps` package imports its names lazily.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -1,0 +1,255 @@
+"""Hindsight over verified rounds, and the search for rounds where TAPS does badly.
+
+Once a round is verified, the target's own tokens from its root are known up to depth
+len(accepted) + 1: the accepted tokens and the bonus token. That settles, for every node of the
+round's candidate pool, what verifying it would have done (`hindsight_status`): accepted (its path
+is the target's), a rejected sibling, rejected-prefix waste, or unknown (deeper than we know).
+From there: where the target's path left the pool, what ranking the pool by marginal product or
+by reach would have accepted at a budget, and a one-line explanation of a bad round.
+
+`find_failures` runs TAPS over prompts at T=0 and, from the root of every TAPS round, one DDTree
+round and one oracle round over the same context, so the three are compared at the same position
+(lossless decoding makes the context identical for all of them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from .session import DecodeConfig, DecodeSession, Round, greedy_continuation
+from .selectors import top_by_reach
+
+SCORES = {"marginal": "pool_path_marginal", "reach": "pool_reach"}
+
+
+def target_tokens(record: Round) -> list[int]:
+    """The target's tokens after the root that this round revealed: accepted tokens, then the bonus."""
+    return [record.pool_tokens[i] for i in record.accepted] + [record.bonus_token]
+
+
+def hindsight_status(record: Round) -> list[str]:
+    """Per pool node: root | accepted | rejected | waste | unknown, had the node been verified.
+
+    For the nodes the round did verify this equals `record.status`; an unverified node whose
+    path is the target's continuation (for instance one holding the bonus token) is `accepted`."""
+    known = target_tokens(record)
+    status = ["root"] + ["unknown"] * (len(record.pool_tokens) - 1)
+    for i in range(1, len(record.pool_tokens)):
+        parent_status = status[record.pool_parents[i]]
+        depth = record.pool_depths[i]
+        if parent_status in ("root", "accepted") and depth <= len(known):
+            status[i] = "accepted" if record.pool_tokens[i] == known[depth - 1] else "rejected"
+        elif parent_status in ("rejected", "waste"):
+            status[i] = "waste"
+    return status
+
+
+def target_path(record: Round) -> list[int]:
+    """Pool nodes along the target's continuation, by depth (may run past the accepted nodes)."""
+    status = hindsight_status(record)
+    return [i for i, s in enumerate(status) if s == "accepted"]
+
+
+def left_pool_depth(record: Round) -> int | None:
+    """The depth at which the target's token is missing from the pool, or None when the pool holds
+    every token the round revealed (or the miss is past the deepest depth the drafter drafted)."""
+    reached = len(target_path(record))
+    known = len(target_tokens(record))
+    deepest = max(record.pool_depths)
+    if reached >= known or reached + 1 > deepest:
+        return None
+    return reached + 1
+
+
+def ranking_choice(record: Round, score: str, budget: int) -> np.ndarray:
+    """The `budget` pool nodes of highest marginal product or reach (root included, prefix-closed)."""
+    values = np.asarray(getattr(record, SCORES[score]), dtype=float)
+    return top_by_reach(values, max(0, min(int(budget), len(values) - 1)))
+
+
+def hindsight_accepts(record: Round, chosen) -> tuple[int, bool]:
+    """Draft tokens a tree of `chosen` pool nodes would have accepted this round, and whether that
+    is only a lower bound (the tree reaches as deep as the round revealed, so it may go further)."""
+    status = hindsight_status(record)
+    count = sum(1 for i in chosen if i and status[i] == "accepted")
+    return count, count >= len(target_tokens(record))
+
+
+@dataclass
+class RankingComparison:
+    budget: int
+    by_marginal: list[int]           # pool nodes (root first) the marginal product picks
+    by_reach: list[int]              # pool nodes (root first) reach picks
+    accepts_marginal: int
+    accepts_reach: int
+    marginal_is_lower_bound: bool
+    reach_is_lower_bound: bool
+    waste_marginal: int              # picked nodes under a prefix the target rejects
+    waste_reach: int
+
+    def describe(self, kind: str) -> str:
+        count, bound = ((self.accepts_marginal, self.marginal_is_lower_bound) if kind == "marginal"
+                        else (self.accepts_reach, self.reach_is_lower_bound))
+        waste = self.waste_marginal if kind == "marginal" else self.waste_reach
+        return f"accepts {'≥ ' if bound else ''}{count}, {waste} under a rejected prefix"
+
+
+def compare_rankings(record: Round, budget: int) -> RankingComparison:
+    status = hindsight_status(record)
+    by_marginal = ranking_choice(record, "marginal", budget)
+    by_reach = ranking_choice(record, "reach", budget)
+    acc_m, bound_m = hindsight_accepts(record, by_marginal)
+    acc_r, bound_r = hindsight_accepts(record, by_reach)
+    return RankingComparison(
+        budget=int(budget), by_marginal=by_marginal.tolist(), by_reach=by_reach.tolist(),
+        accepts_marginal=acc_m, accepts_reach=acc_r, marginal_is_lower_bound=bound_m, reach_is_lower_bound=bound_r,
+        waste_marginal=sum(status[i] == "waste" for i in by_marginal),
+        waste_reach=sum(status[i] == "waste" for i in by_reach))
+
+
+def _quote(text: str) -> str:
+    return repr(text)[1:-1] if text.strip() else repr(text)
+
+
+def _selector_name(name: str) -> str:
+    return {"taps": "TAPS", "ddtree": "DDTree", "dflash": "DFlash", "oracle": "the oracle", "ar": "AR"}.get(name, name)
+
+
+def explain_round(record: Round, others: dict[str, Round] | None = None, waste_threshold: float = 0.5) -> str:
+    """One line on what went wrong in `record`, compared with rounds of other selectors from the
+    same position (`{"ddtree": round, "oracle": round}`)."""
+    me = _selector_name(record.selector)
+    parts = []
+    for name, other in (others or {}).items():
+        if other is not None and len(other.accepted) > len(record.accepted):
+            parts.append(f"{_selector_name(name)} accepted {len(other.accepted)} tokens where {me} "
+                         f"accepted {len(record.accepted)}")
+            break
+    cause = _cause(record, me)
+    if cause:
+        parts.append(cause)
+    if record.verified_nodes and record.waste_nodes / record.verified_nodes >= waste_threshold:
+        share = round(100 * record.waste_nodes / record.verified_nodes)
+        parts.append(f"{me} spent {share}% of its budget ({record.waste_nodes} of {record.verified_nodes} "
+                     f"verified nodes) under a rejected prefix")
+    if not parts:
+        return f"{me} accepted {len(record.accepted)} tokens; nothing went wrong that hindsight can see"
+    line = parts[0]
+    if len(parts) > 1:
+        line += ": " + "; ".join(parts[1:])
+    return line[0].upper() + line[1:]
+
+
+def _cause(record: Round, me: str) -> str:
+    path = target_path(record)
+    depth = len(record.accepted) + 1
+    if depth > max(record.pool_depths):
+        return ""
+    if left_pool_depth(record) == depth:
+        return (f"the target's token '{_quote(record.bonus_text)}' (id {record.bonus_token}) left the pool "
+                f"at depth {depth}")
+    if len(path) < depth:
+        return ""
+    node = path[depth - 1]
+    score, score_name = ((record.pool_reach, "reach") if record.selector == "taps"
+                         else (record.pool_path_marginal, "the marginal product"))
+    order = np.lexsort((np.arange(len(score)), -np.asarray(score)))
+    position = int(np.flatnonzero(order == node)[0])   # the root is position 0
+    return (f"the target's token '{_quote(record.pool_texts[node])}' at depth {depth} was in the pool "
+            f"(drafter rank {record.pool_ranks[node] + 1}, reach {record.pool_reach[node]:.3f}) but "
+            f"{score_name} ranked it #{position} and {me} verified {record.verified_nodes} nodes")
+
+
+@dataclass
+class FailureCase:
+    prompt_id: str
+    prompt: str
+    taps_round: Round
+    others: dict[str, Round | None]
+    kinds: list[str]                 # "ddtree", "oracle", "waste"
+    gap: int                         # best other's accepted tokens minus TAPS's
+    explanation: str
+
+    @property
+    def waste_share(self) -> float:
+        r = self.taps_round
+        return r.waste_nodes / r.verified_nodes if r.verified_nodes else 0.0
+
+    def row(self) -> dict:
+        r = self.taps_round
+        row = {"prompt": self.prompt_id, "round": r.index, "position": r.start, "TAPS accepted": len(r.accepted),
+               "TAPS verified": r.verified_nodes}
+        for name, other in self.others.items():
+            row[f"{_selector_name(name)} accepted"] = len(other.accepted) if other is not None else None
+        row.update({"waste %": round(100 * self.waste_share, 1), "why": self.explanation})
+        return row
+
+
+@dataclass
+class FailureReport:
+    cases: list[FailureCase] = field(default_factory=list)
+    rounds_checked: int = 0
+    prompts_run: int = 0
+    skipped: list[str] = field(default_factory=list)   # one message per prompt that could not run
+
+
+def probe_round(pair, context: list[int], config: DecodeConfig, selector: str,
+                oracle_tokens: list[int] | None = None) -> Round | None:
+    """One round of `selector` from the end of `context` (None when the context is too long)."""
+    block = config.block_size or (pair.drafter.block_size if pair.drafter is not None else 2)
+    try:
+        session = DecodeSession(pair, context, config, oracle_tokens=oracle_tokens, selector=selector,
+                                max_new_tokens=block + 1)
+    except ValueError:
+        return None
+    return session.step()
+
+
+def find_failures(pair, prompts: list[dict], config: DecodeConfig, compare: tuple[str, ...] = ("ddtree", "oracle"),
+                  waste_threshold: float = 0.5, min_gap: int = 1,
+                  on_progress: Callable[[int, int, str], None] | None = None) -> FailureReport:
+    """Run TAPS (T=0) on each prompt; flag rounds that accepted at least `min_gap` fewer tokens
+    than a compared selector from the same position, or spent at least `waste_threshold` of the
+    verified nodes under a rejected prefix. Cases come back worst first."""
+    config = replace(config, selector="taps", temperature=0.0)
+    report = FailureReport()
+    block = config.block_size or (pair.drafter.block_size if pair.drafter is not None else 2)
+    for n, item in enumerate(prompts):
+        if on_progress:
+            on_progress(n, len(prompts), item["id"])
+        try:
+            session = DecodeSession(pair, item["prompt"], config)
+        except ValueError as exc:
+            report.skipped.append(f"{item['id']}: {exc}")
+            continue
+        session.run()
+        report.prompts_run += 1
+        prompt_len = len(session.prompt_ids)
+        continuation = None
+        if "oracle" in compare:
+            continuation = greedy_continuation(pair, session.prompt_ids, len(session.generated) + block)
+        for record in session.rounds:
+            report.rounds_checked += 1
+            context = session.tokens[: record.start + 1]
+            others: dict[str, Round | None] = {}
+            for name in compare:
+                future = continuation[record.start + 1 - prompt_len:] if name == "oracle" else None
+                others[name] = probe_round(pair, context, config, name, future)
+            kinds = [name for name, other in others.items()
+                     if other is not None and len(other.accepted) - len(record.accepted) >= min_gap]
+            wasteful = record.verified_nodes >= 2 and record.waste_nodes / record.verified_nodes >= waste_threshold
+            if wasteful:
+                kinds.append("waste")
+            if not kinds:
+                continue
+            gap = max([len(o.accepted) - len(record.accepted) for o in others.values() if o is not None] or [0])
+            report.cases.append(FailureCase(
+                prompt_id=item["id"], prompt=item["prompt"], taps_round=record, others=others, kinds=kinds,
+                gap=gap, explanation=explain_round(record, others, waste_threshold)))
+    if on_progress:
+        on_progress(len(prompts), len(prompts), "done")
+    report.cases.sort(key=lambda c: (-c.gap, -c.waste_share, c.prompt_id, c.taps_round.index))
+    return report

@@ -103,7 +103,8 @@ def cmd_compare(args) -> int:
         raise ValueError("give --prompt or --prompt-file")
     pair = load_from_args(args)
     config = decode_config(args)
-    jobs = plan_jobs(args.selectors, args.budgets, args.estimators)
+    estimators = args.estimators or ["marginal", "online"] + (["learned"] if pair.scorer is not None else [])
+    jobs = plan_jobs(args.selectors, args.budgets, estimators)
     for name in args.selectors:
         if name not in SELECTORS:
             raise ValueError(f"unknown selector '{name}': choose from {', '.join(SELECTORS)}")
@@ -145,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--prompt")
     cmp.add_argument("--prompt-file", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line")
     cmp.add_argument("--selectors", type=_csv(str), default=list(SELECTORS))
-    cmp.add_argument("--estimators", type=_csv(str), default=["marginal", "online"])
+    cmp.add_argument("--estimators", type=_csv(str), default=None,
+                     help="for taps (default: marginal,online, plus learned when the pair has a scorer)")
     cmp.add_argument("--budgets", type=_csv(int), default=[8, 16, 32, 64])
     cmp.add_argument("--out", help="write per-run rows as JSON")
     cmp.set_defaults(func=cmd_compare)

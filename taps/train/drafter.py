@@ -70,6 +70,7 @@ class DrafterTrainConfig:
     log_every: int = 20
     eval_every: int = 250
     ckpt_minutes: float = 4.0
+    feature_cache_gb: float = 4.0      # keep the target's features of all sequences in memory if they fit
 
 
 QUICK_DRAFTER = dict(num_layers=1, block_size=6)
@@ -131,14 +132,24 @@ def block_mask(anchors: torch.Tensor, ctx_len: int, block: int, dtype: torch.dty
     return mask.masked_fill_(~visible, torch.finfo(dtype).min)[None, None]
 
 
-def drafter_loss(drafter: DFlashDrafter, target, seqs: torch.Tensor, anchors: torch.Tensor, mask_id: int,
-                 weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weighted CE over all blocks, and per-position top-1 agreement counts [block-1]."""
-    b, length = seqs.shape
-    block = drafter.block_size
+def target_features(target, seqs: torch.Tensor, layer_ids: list[int]) -> torch.Tensor:
+    """Context features of every position of `seqs` (the frozen target's selected layers)."""
     with torch.no_grad():
         hs = target(input_ids=seqs, output_hidden_states=True, use_cache=False).hidden_states
-        features = context_features(hs, drafter.target_layer_ids)
+        return context_features(hs, layer_ids)
+
+
+def drafter_loss(drafter: DFlashDrafter, target, seqs: torch.Tensor, anchors: torch.Tensor, mask_id: int,
+                 weights: torch.Tensor, features: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weighted CE over all blocks, and per-position top-1 agreement counts [block-1].
+
+    `features`: the target's context features of `seqs`, when cached; computed here otherwise."""
+    b, length = seqs.shape
+    block = drafter.block_size
+    if features is None:
+        features = target_features(target, seqs, drafter.target_layer_ids)
+    features = features.to(target.dtype)
+    with torch.no_grad():
         block_ids = torch.full((b, len(anchors), block), mask_id, device=seqs.device)
         block_ids[:, :, 0] = seqs[:, anchors]
         embeds = target.get_input_embeddings()(block_ids.view(b, -1))
@@ -229,6 +240,14 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
     seqs_t = torch.from_numpy(seqs.astype(np.int64)).to(device)
     val_t = torch.from_numpy(val.astype(np.int64)).to(device)
     weights = torch.exp(-torch.arange(dc.block_size - 1, dtype=torch.float32, device=device) / tc.gamma)
+    feature_dim = len(drafter.target_layer_ids) * target.config.hidden_size
+    cached = None
+    if seqs.size * feature_dim * 2 / 1e9 <= tc.feature_cache_gb:
+        # the target is frozen: compute every sequence's features once (float16) instead of every step
+        t1 = time.time()
+        cached = torch.cat([target_features(target, seqs_t[i: i + 32], drafter.target_layer_ids).half()
+                            for i in range(0, len(seqs_t), 32)])
+        print(f"cached target features {tuple(cached.shape)} in {time.time() - t1:.0f} s")
 
     optimizer = torch.optim.AdamW(weighted_split(drafter, tc.weight_decay), lr=tc.lr, betas=(0.9, 0.95))
     rng = np.random.default_rng(tc.seed)
@@ -259,7 +278,8 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
             group["lr"] = cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, tc.min_lr_ratio)
         rows = torch.as_tensor(rng.integers(0, len(seqs_t), size=tc.batch_size), device=device)
         anchors = sample_anchors(rng, tc, dc.block_size, device)
-        loss, _ = drafter_loss(drafter, target, seqs_t[rows], anchors, mask_id, weights)
+        loss, _ = drafter_loss(drafter, target, seqs_t[rows], anchors, mask_id, weights,
+                               cached[rows] if cached is not None else None)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), tc.grad_clip)

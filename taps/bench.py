@@ -280,8 +280,8 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
         for c in comparison:
             dflash = f"{_times(c['over_dflash'])} (DFlash@{c['dflash_budget']})" if c["dflash_budget"] else "-"
             ddtree = f"{_times(c['over_ddtree'])} (DDTree@{c['ddtree_budget']})" if c["ddtree_budget"] else "-"
-            lines.append(f"| {c['estimator']} | {c['taps_budget']} | {c['taps_tokens_per_s']:.1f} | {c['taps_tau']:.2f} "
-                         f"| {dflash} | {ddtree} | {_times(c['equal_budget_over_ddtree'])} |")
+            lines.append(f"| {c['estimator']} | {c['taps_budget']} | {c['taps_tokens_per_s']:.1f} "
+                         f"| {c['taps_tau']:.2f} | {dflash} | {ddtree} | {_times(c['equal_budget_over_ddtree'])} |")
     lines += ["", "All figures were measured in this run. Tokens/s counts the decoding loop (the stage times of "
               "every round; prefill excluded for every selector alike); speed-ups are ratios of tokens/s on the "
               "same prompts, device and process. tau = tokens committed per round; waste = share of verified "

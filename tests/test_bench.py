@@ -1,0 +1,175 @@
+"""Benchmark suite, latency profile and sharding, end to end on the tiny random pair."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from taps import bench
+from taps import profile as taps_profile
+from taps.costs import LatencyProfile, profile_path
+
+ROOT = Path(__file__).resolve().parent.parent
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+DETERMINISTIC = ["prompt_id", "selector", "estimator", "budget", "token_ids", "tau", "verified_nodes", "rounds"]
+# per prompt: ar + dflash x2 + ddtree x2 + taps x (2 estimators x 2) + oracle x2
+RUNS_PER_PROMPT = 1 + 2 + 2 + 4 + 2
+
+
+@pytest.fixture(scope="module")
+def prompts_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("prompts") / "prompts.jsonl"
+    path.write_text('{"id": "a", "prompt": "def f():"}\n{"id": "b", "prompt": "import os"}\n'
+                    '{"id": "c", "prompt": "x = 1"}\n')
+    return path
+
+
+@pytest.fixture(scope="module")
+def profile_out(tiny_pair_dir, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("profile")
+    assert taps_profile.main(["--pair", str(tiny_pair_dir), "--device", "cpu", "--max-nodes", "16",
+                              "--context", "32", "--repeats", "2", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def bench_args(tiny_pair_dir, prompts_file, profile_out) -> list[str]:
+    """2 prompts (--limit 2 of 3), 2 budgets; one fixed latency profile so that TAPS's size choice,
+    and so every deterministic column, is the same in every process."""
+    return ["--pair", str(tiny_pair_dir), "--prompts", str(prompts_file), "--limit", "2", "--device", "cpu",
+            "--selectors", "ar,dflash,ddtree,taps,oracle", "--estimators", "marginal,online", "--budgets", "4,8",
+            "--max-new-tokens", "12", "--profile", str(profile_out / "profile.json")]
+
+
+@pytest.fixture(scope="module")
+def bench_out(bench_args, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bench") / "results"
+    assert bench.main([*bench_args, "--out", str(out)]) == 0
+    return out
+
+
+def _rows(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+
+
+def _deterministic(rows: list[dict]) -> list[tuple]:
+    return sorted(tuple(json.dumps(row[c]) for c in DETERMINISTIC) for row in rows)
+
+
+def test_profile_writes_curve_and_saves_it_for_sessions(profile_out):
+    with open(profile_out / "verify_latency.csv") as fh:
+        table = list(csv.DictReader(fh))
+    assert list(table[0]) == ["tree_size", "verify_ms", "draft_ms", "round_ms"]
+    assert [int(r["tree_size"]) for r in table][-1] == 16
+    assert all(float(r["verify_ms"]) > 0 for r in table) and float(table[0]["draft_ms"]) > 0
+    assert (profile_out / "verify_latency.png").read_bytes()[:8] == PNG_MAGIC
+    saved = LatencyProfile.load(profile_path("tiny-random", "cpu"))
+    assert saved.sizes == LatencyProfile.load(profile_out / "profile.json").sizes
+    assert max(saved.sizes) == 16 and saved.context_length == 32
+
+
+def test_profile_rejects_a_tree_the_context_cannot_hold(tiny_pair_dir, tmp_path, capsys):
+    assert taps_profile.main(["--pair", str(tiny_pair_dir), "--device", "cpu", "--max-nodes", "256",
+                              "--out", str(tmp_path)]) == 2
+    assert "does not fit" in capsys.readouterr().err
+
+
+def test_bench_writes_rows_summary_and_plots(bench_out):
+    for name in ("rows.jsonl", "rows.csv", "summary.csv", "summary.md", "bench.json"):
+        assert (bench_out / name).exists(), name
+    for name in ("tau_vs_budget.png", "tokens_per_s_vs_budget.png"):
+        assert (bench_out / name).read_bytes()[:8] == PNG_MAGIC, name
+    rows = _rows(bench_out)
+    assert len(rows) == 2 * RUNS_PER_PROMPT
+    assert {r["prompt_id"] for r in rows} == {"a", "b"}          # --limit 2 keeps the first two
+    assert all(r["lossless"] for r in rows)
+    with open(bench_out / "rows.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == len(rows)
+    with open(bench_out / "summary.csv") as fh:
+        reader = csv.DictReader(fh)
+        summary = list(reader)
+    assert reader.fieldnames[:8] == ["selector", "estimator", "budget", "tau", "tokens_per_s", "speedup_vs_ar",
+                                     "waste_share", "select_share"]
+    assert len(summary) == RUNS_PER_PROMPT and summary[0]["selector"] == "ar"
+    assert {(r["selector"], r["budget"]) for r in summary} >= {("ddtree", "4"), ("taps", "8"), ("oracle", "8")}
+    md = (bench_out / "summary.md").read_text()
+    assert "## Results" in md and "TAPS against DFlash and DDTree" in md and "DDTree@" in md
+    assert "tiny-random" in md and "cpu" in md and "UTC" in md
+
+
+def test_bench_resume_skips_finished_rows(bench_out, bench_args, tmp_path, capsys):
+    out = tmp_path / "results"
+    shutil.copytree(bench_out, out)
+    first = _rows(out)
+    assert bench.main([*bench_args, "--out", str(out)]) == 0
+    assert "22 already in" in capsys.readouterr().err
+    assert _rows(out) == first                                       # nothing ran again
+
+    # drop one finished run: only it and its prompt's AR run again, in a new run
+    kept = [r for r in first if not (r["prompt_id"] == "b" and r["selector"] == "ddtree" and r["budget"] == 8)]
+    (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    assert bench.main([*bench_args, "--out", str(out)]) == 0
+    rows = _rows(out)
+    assert len(rows) == len(first)
+    old_run = first[0]["run_id"]
+    rerun = sorted((r["prompt_id"], r["selector"], r["budget"]) for r in rows if r["run_id"] != old_run)
+    assert rerun == [("b", "ar", 1), ("b", "ddtree", 8)]
+    assert "Resumed: rows come from 2 runs" in (out / "summary.md").read_text()
+
+    # other decode settings into the same folder are refused
+    assert bench.main([*bench_args, "--max-new-tokens", "6", "--out", str(out)]) == 2
+    assert "other settings (max_new_tokens 12 there, 6 now)" in capsys.readouterr().err
+
+
+def test_bench_suites(monkeypatch, tmp_path):
+    name, prompts = bench.suite_prompts("humaneval")
+    assert name == "humaneval" and len(prompts) == 164 and prompts[0]["id"] == "HumanEval/0"
+    monkeypatch.setattr(bench, "EXAMPLES", tmp_path / "missing.jsonl")
+    with pytest.raises(FileNotFoundError, match="examples suite"):
+        bench.suite_prompts("examples")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_torchrun_two_processes_match_one(bench_out, bench_args, tmp_path):
+    out = tmp_path / "sharded"
+    torchrun = Path(sys.executable).parent / "torchrun"
+    launcher = [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
+    if Path("/sys/class/net/lo").exists():
+        env["GLOO_SOCKET_IFNAME"] = "lo"                             # keep gloo on loopback
+    result = subprocess.run(
+        [*launcher, "--nnodes", "1", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+         "--master_port", str(_free_port()), "-m", "taps.bench", *bench_args, "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _rows(out)
+    assert {r["rank"] for r in rows} == {0, 1}                       # both processes ran a prompt
+    assert _deterministic(rows) == _deterministic(_rows(bench_out))
+    assert not list(out.glob("rows.rank*.jsonl"))                    # journals merged by rank 0
+    assert (out / "summary.csv").exists() and "Processes: 2" in (out / "summary.md").read_text()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/gpu_check.sh runs it there)")
+def test_bench_on_cuda_bfloat16(tiny_pair_dir, prompts_file, tmp_path):
+    out = tmp_path / "cuda"
+    assert bench.main(["--pair", str(tiny_pair_dir), "--prompts", str(prompts_file), "--limit", "2",
+                       "--device", "cuda", "--dtype", "bfloat16", "--selectors", "ar,dflash,ddtree,taps",
+                       "--estimators", "online", "--budgets", "8", "--max-new-tokens", "12", "--out", str(out)]) == 0
+    md = (out / "summary.md").read_text()
+    assert "cuda" in md and "bfloat16" in md and torch.cuda.get_device_name(0) in md
+    with open(out / "summary.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == 4

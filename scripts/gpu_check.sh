@@ -48,7 +48,7 @@ step() {   # step NAME SECONDS COMMAND...
   echo "=== $name: $([ $rc -eq 0 ] && echo ok || echo FAILED) in $((SECONDS - t0))s ==="
 }
 
-step "tests" 270 "$PYTHON" -m pytest -q -rs
+step "tests" 270 env TAPS_TEST_DEVICE=cuda "$PYTHON" -m pytest -q -rs
 step "profile" 60 "$PYTHON" -m taps.profile --device cuda --dtype bfloat16 --max-nodes 64 --context 64 \
   --out "$OUT/profile"
 step "bench" 120 "$PYTHON" -m taps.bench --suite humaneval --limit 4 --selectors ar,dflash,ddtree,taps,oracle \

@@ -23,12 +23,16 @@ def tiny_pair_dir(tmp_path_factory) -> Path:
     return build_tiny_pair(tmp_path_factory.mktemp("pair") / "tiny")
 
 
+# TAPS_TEST_DEVICE=cuda runs the engine tests on a GPU (scripts/gpu_check.sh sets it)
+TEST_DEVICE = os.environ.get("TAPS_TEST_DEVICE", "cpu")
+
+
 @pytest.fixture(scope="session")
 def tiny_pair(tiny_pair_dir):
     """Float64 so that tree and sequential forwards agree far below any argmax gap."""
-    return load_pair(tiny_pair_dir, device="cpu", dtype="float64")
+    return load_pair(tiny_pair_dir, device=TEST_DEVICE, dtype="float64")
 
 
 @pytest.fixture(scope="session")
 def tiny_pair_f32(tiny_pair_dir):
-    return load_pair(tiny_pair_dir, device="cpu")
+    return load_pair(tiny_pair_dir, device=TEST_DEVICE, dtype="float32")

@@ -42,8 +42,8 @@ def test_incremental_cache_equals_full_context(tiny_pair):
     drafter = tiny_pair.drafter
     d = drafter.config.hidden_size * len(drafter.target_layer_ids)
     gen = torch.Generator().manual_seed(0)
-    features = torch.randn(1, 10, d, generator=gen, dtype=torch.float64)
-    block = torch.randn(1, 5, drafter.config.hidden_size, generator=gen, dtype=torch.float64)
+    features = torch.randn(1, 10, d, generator=gen, dtype=torch.float64).to(tiny_pair.device)
+    block = torch.randn(1, 5, drafter.config.hidden_size, generator=gen, dtype=torch.float64).to(tiny_pair.device)
     a = drafter.new_cache()
     drafter.extend_cache(a, features[:, :4])
     drafter.extend_cache(a, features[:, 4:])

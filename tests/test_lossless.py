@@ -70,7 +70,7 @@ def test_matches_transformers_generate(tiny_pair):
 
     ids = [5, 17, 33, 2, 60]
     ours = greedy_continuation(tiny_pair, ids, 16)
-    theirs = tiny_pair.target.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False,
+    theirs = tiny_pair.target.generate(torch.tensor([ids], device=tiny_pair.device), max_new_tokens=16, do_sample=False,
                                        eos_token_id=None, pad_token_id=0)
     assert ours == theirs[0, len(ids):].tolist()
 

@@ -64,7 +64,7 @@ def test_cli_compare_writes_rows(tiny_pair_dir, tmp_path, capsys):
     out = tmp_path / "rows.json"
     assert main(["compare", "--pair", str(tiny_pair_dir), "--prompt-file", str(prompts), "--selectors",
                  "ar,dflash,ddtree,taps,oracle", "--budgets", "4,8", "--max-new-tokens", "8",
-                 "--out", str(out)]) == 0
+                 "--dtype", "float64", "--out", str(out)]) == 0
     table = capsys.readouterr().out
     rows = json.loads(out.read_text())
     # per prompt: ar + dflash x2 + ddtree x2 + taps x (2 estimators x 2) + oracle x2

@@ -16,17 +16,18 @@ def test_training_forward_equals_incremental_drafting(tiny_pair):
     pair = tiny_pair
     drafter, target = pair.drafter, pair.target
     gen = torch.Generator().manual_seed(0)
-    seq = torch.randint(2, 90, (1, 30), generator=gen)
-    anchors = torch.tensor([4, 11, 19])
+    dev = pair.device
+    seq = torch.randint(2, 90, (1, 30), generator=gen).to(dev)
+    anchors = torch.tensor([4, 11, 19], device=dev)
     block = drafter.block_size
     with torch.no_grad():
         feats = context_features(target(input_ids=seq, output_hidden_states=True).hidden_states,
                                  drafter.target_layer_ids)
-        ids = torch.full((1, len(anchors), block), pair.mask_token_id)
+        ids = torch.full((1, len(anchors), block), pair.mask_token_id, device=dev)
         ids[:, :, 0] = seq[:, anchors]
         embeds = pair.embed(ids.view(1, -1))
-        positions = (anchors[:, None] + torch.arange(block)[None, :]).reshape(-1)
-        context = drafter.context_kv(feats, torch.arange(seq.shape[1]))
+        positions = (anchors[:, None] + torch.arange(block, device=dev)[None, :]).reshape(-1)
+        context = drafter.context_kv(feats, torch.arange(seq.shape[1], device=dev))
         together = drafter(embeds, positions, context, block_mask(anchors, seq.shape[1], block, embeds.dtype))
         together = together.view(len(anchors), block, -1)
         for a, p in enumerate(anchors.tolist()):
@@ -38,9 +39,11 @@ def test_training_forward_equals_incremental_drafting(tiny_pair):
 
 def test_drafter_loss_is_finite_and_trainable(tiny_pair):
     pair = tiny_pair
-    seqs = torch.randint(2, 90, (2, 24), generator=torch.Generator().manual_seed(1))
-    weights = torch.exp(-torch.arange(pair.drafter.block_size - 1, dtype=torch.float64) / 7)
-    loss, agree = drafter_loss(pair.drafter, pair.target, seqs, torch.tensor([3, 9]), pair.mask_token_id, weights)
+    dev = pair.device
+    seqs = torch.randint(2, 90, (2, 24), generator=torch.Generator().manual_seed(1)).to(dev)
+    weights = torch.exp(-torch.arange(pair.drafter.block_size - 1, dtype=torch.float64, device=dev) / 7)
+    loss, agree = drafter_loss(pair.drafter, pair.target, seqs, torch.tensor([3, 9], device=dev), pair.mask_token_id,
+                               weights)
     assert torch.isfinite(loss) and agree.shape == (pair.drafter.block_size - 1,)
     loss.backward()
     assert pair.drafter.fc.weight.grad is not None

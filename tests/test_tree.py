@@ -124,14 +124,15 @@ def test_tree_forward_matches_each_path_alone(tiny_pair):
     pool = candidate_pool(30, lattice, top_k=3, beam_width=3, pool_cap=12)
     start = len(context)
     cache = DynamicCache(config=target.config)
-    ctx = torch.tensor([context])
+    dev = tiny_pair.device
+    ctx = torch.tensor([context], device=dev)
     with torch.no_grad():
-        target_forward(target, cache, ctx, torch.arange(start).view(1, -1), None, None)
+        target_forward(target, cache, ctx, torch.arange(start, device=dev).view(1, -1), None, None)
         ids, pos, mask = pool.verify_inputs(start, start, tiny_pair.dtype, tiny_pair.device)
         logits, _ = target_forward(target, cache, ids, pos, mask, None)
         for node in range(len(pool.tokens)):
             path = [int(pool.tokens[0])] + [int(pool.tokens[i]) for i in pool.path(node)]
-            alone = target(input_ids=torch.tensor([context + path])).logits[0, -1]
+            alone = target(input_ids=torch.tensor([context + path], device=dev)).logits[0, -1]
             torch.testing.assert_close(logits[node], alone, rtol=1e-9, atol=1e-9)
 
 
@@ -151,7 +152,9 @@ def test_compact_cache_keeps_accepted_entries(tiny_pair):
     target = tiny_pair.target
     cache = DynamicCache(config=target.config)
     with torch.no_grad():
-        target_forward(target, cache, torch.tensor([[3, 4, 5, 6, 7, 8]]), torch.arange(6).view(1, -1), None, None)
+        dev = tiny_pair.device
+        target_forward(target, cache, torch.tensor([[3, 4, 5, 6, 7, 8]], device=dev),
+                       torch.arange(6, device=dev).view(1, -1), None, None)
     before = cache.layers[0].keys.clone()
     compact_cache(cache, 2, [0, 2, 3])
     after = cache.layers[0].keys

@@ -1,0 +1,118 @@
+"""The Learn page's toy: its true model, both rankings, the brute-force optimum, and input checks."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from taps.toy import (PRESETS, acceptance_curve, build_toy_tree, choose, descendants, expected_tokens,
+                      format_marginals, parse_marginals, ranking_table)
+
+
+def is_prefix_closed(parents, chosen) -> bool:
+    chosen = set(int(v) for v in chosen)
+    return 0 in chosen and all(int(parents[v]) in chosen for v in chosen if v)
+
+
+marginal_rows = st.integers(1, 3).flatmap(lambda width: st.lists(
+    st.lists(st.floats(0.01, 1.0), min_size=width, max_size=width), min_size=1, max_size=4))
+
+
+def test_tree_shape_and_true_model():
+    preset = PRESETS["Two good openings"]
+    tree = build_toy_tree(preset.marginals, preset.off_mode_factor, preset.tokens)
+    assert tree.size == 3 + 9 + 27 + 81
+    assert all(tree.parents[i] < i and tree.depths[i] == tree.depths[tree.parents[i]] + 1
+               for i in range(1, len(tree.labels)))
+    # the favourite path: reach is the plain product of marginals
+    favourite = [1, 4, 13, 40]
+    assert [tree.labels[i] for i in favourite] == ["for", "i", "in", "range"]
+    assert tree.reach[40] == pytest.approx(0.55 * 0.90 * 0.90 * 0.85)
+    # "while i": the opening is off-mode, so the next token is accepted 0.2 x its marginal
+    while_i = 7
+    assert tree.path_text(while_i) == "while i"
+    assert tree.reach[while_i] == pytest.approx(0.40 * 0.2 * 0.90)
+    assert tree.path_marginal[while_i] == pytest.approx(0.40 * 0.90)
+
+
+@settings(max_examples=40, deadline=None)
+@given(marginal_rows, st.floats(0.0, 1.0), st.integers(0, 60))
+def test_rankings_are_prefix_closed_and_reach_is_monotone(rows, factor, budget):
+    tree = build_toy_tree(rows, factor)
+    for score in (tree.path_marginal, tree.reach):
+        chosen = choose(score, budget)
+        assert is_prefix_closed(tree.parents, chosen)
+        assert len(chosen) - 1 == min(budget, tree.size)
+    assert np.all(tree.reach[1:] <= tree.reach[tree.parents[1:]] + 1e-12)
+    assert np.all(tree.reach <= tree.path_marginal + 1e-12)
+    # TAPS's tree is never worse than DDTree's under the true model
+    assert expected_tokens(tree, choose(tree.reach, budget)) >= expected_tokens(tree, choose(tree.path_marginal, budget)) - 1e-12
+
+
+def test_reach_ranking_is_the_brute_force_optimum():
+    tree = build_toy_tree([[0.5, 0.4], [0.7, 0.2], [0.6, 0.3]], 0.25)
+    nodes = range(1, len(tree.labels))
+    for budget in range(1, tree.size + 1):
+        best = max(tree.reach[list(subset)].sum() for subset in itertools.combinations(nodes, budget)
+                   if is_prefix_closed(tree.parents, (0,) + subset))
+        assert expected_tokens(tree, choose(tree.reach, budget)) == pytest.approx(1 + best)
+
+
+def test_calibrated_drafter_makes_both_rankings_agree():
+    preset = PRESETS["Calibrated drafter"]
+    tree = build_toy_tree(preset.marginals, preset.off_mode_factor, preset.tokens)
+    assert np.allclose(tree.reach, tree.path_marginal)
+    curve = acceptance_curve(tree, 30)
+    assert np.allclose(curve["by_marginal"], curve["by_reach"])
+
+
+def test_two_openings_preset_shows_the_gap():
+    preset = PRESETS["Two good openings"]
+    tree = build_toy_tree(preset.marginals, preset.off_mode_factor, preset.tokens)
+    curve = acceptance_curve(tree, 20)
+    assert curve["by_reach"].iloc[8] > curve["by_marginal"].iloc[8] + 0.05
+    assert curve["by_reach"].iloc[0] == curve["by_marginal"].iloc[0] == 1.0
+    assert np.all(np.diff(curve["by_reach"]) >= -1e-12)
+    under_while = set(descendants(tree, 2))
+    assert len(under_while) == 3 + 9 + 27
+    assert len(under_while & set(choose(tree.path_marginal, 8).tolist())) > \
+        len(under_while & set(choose(tree.reach, 8).tolist()))
+    table = ranking_table(tree, 8)
+    assert table["DDTree picks"].sum() == table["TAPS picks"].sum() == 8
+    assert list(table["rank by marginal"]) == list(range(1, tree.size + 1))
+
+
+def test_parse_and_format_round_trip():
+    rows, words = parse_marginals("for=0.6, while=0.3, if=0.1\n0.5 0.25 0.25\n")
+    assert rows == [[0.6, 0.3, 0.1], [0.5, 0.25, 0.25]]
+    assert words[0] == ["for", "while", "if"] and words[1] == ["A2", "B2", "C2"]
+    again = parse_marginals(format_marginals(rows, words))
+    assert again == (rows, words)
+    for preset in PRESETS.values():
+        assert parse_marginals(preset.as_text())[0] == preset.marginals
+
+
+def test_rows_above_one_are_normalised():
+    tree = build_toy_tree([[2.0, 2.0]], 0.5)
+    assert tree.marginal[1:].tolist() == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "no marginals"), ("a=b", "not a probability"), ("0.5 x", "not a probability"),
+    ("0.5 0.5\n0.3", "same number"), ("-0.1 0.5", "negative"), ("0 0", "no probability mass"),
+    ("\n".join(["0.5 0.5"] * 7), "at most 6"), ("0.1 0.1 0.1 0.1 0.1", "1 to 4"),
+    ("\n".join(["0.2 0.2 0.2 0.2"] * 6), "keep it under"), ("nan 0.5", "finite"),
+])
+def test_bad_marginals_are_clear(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_marginals(text)
+
+
+@pytest.mark.parametrize("factor", [-0.1, 1.5, float("nan")])
+def test_bad_factor_is_clear(factor):
+    with pytest.raises(ValueError, match="off-mode factor"):
+        build_toy_tree([[0.5, 0.5]], factor)

@@ -1,0 +1,325 @@
+"""The app's pure logic without streamlit: figures and exports (taps.viz), hindsight and failure
+search (taps.failures), pair sources, prompts, run files, counters, race and sweep (taps.app_state)."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import replace
+
+import pytest
+
+from taps import DecodeConfig, DecodeSession, PairError, Round, viz
+from taps.app_state import (ArBaseline, best_budgets, counters, example_prompts, humaneval_prompts, load_pair_from_source,
+                            load_run, metrics_csv, parse_prompt_text, race, round_texts, run_json, session_matches,
+                            sweep, validate_round)
+from taps.failures import (compare_rankings, explain_round, find_failures, hindsight_status, left_pool_depth,
+                           probe_round, target_path)
+
+
+def synthetic_round(bonus_token: int = 14, **changes) -> Round:
+    """root -> a, b; a -> c, d; b -> e; c -> f. Verified: root, a, b, c, e. The target accepts a,
+    then its token at depth 2 is `bonus_token` (14 = d, in the pool but not verified)."""
+    record = Round(
+        index=2, selector="taps", estimator="online", budget=4, temperature=0.0, start=10, root_token=10,
+        root_text="r", pool_tokens=[10, 11, 12, 13, 14, 15, 16], pool_texts=["r", "a", "b", "c", "d", "e", "f"],
+        pool_parents=[-1, 0, 0, 1, 1, 2, 3], pool_depths=[0, 1, 1, 2, 2, 2, 3], pool_ranks=[0, 0, 1, 0, 1, 0, 0],
+        pool_marginal=[1, .6, .35, .75, .17, .85, .67], pool_path_marginal=[1, .6, .35, .45, .1, .3, .3],
+        pool_reach=[1, .6, .3, .5, .05, .2, .4], selected=[0, 1, 2, 3, 5],
+        target_prob=[1.0, 1.0, 0.0, 0.0, None, 0.0, None],
+        status=["root", "accepted", "rejected", "rejected", "unselected", "waste", "unselected"], accepted=[1],
+        bonus_token=bonus_token, bonus_text="d" if bonus_token == 14 else "z", committed_tokens=[11, bonus_token],
+        tau=2, verified_nodes=4, waste_nodes=1, rejected_siblings=2, expected_tau=2.6,
+        timings={"draft": 0.001, "pool": 0.0, "estimate": 0.0, "select": 0.0, "verify": 0.002, "commit": 0.0})
+    return replace(record, **changes)
+
+
+@pytest.fixture(scope="module")
+def tree_rounds(tiny_pair_f32):
+    out = []
+    for selector in ("ddtree", "taps", "dflash", "ar"):
+        session = DecodeSession(tiny_pair_f32, "def f(x):\n", selector=selector, budget=16, max_new_tokens=12,
+                                stop_at_eos=False)
+        out += session.run()
+    return out
+
+
+def node_ids(trace) -> set[int]:
+    return {int(row[0]) for row in trace.customdata} if trace.customdata is not None else set()
+
+
+def traces(fig, name: str, axis: str | None = None):
+    return [t for t in fig.data if t.name == name and (axis is None or t.xaxis in (axis, None))]
+
+
+# ---------------------------------------------------------------------------- hindsight and explanations
+def test_hindsight_on_a_known_round():
+    record = synthetic_round()
+    validate_round(record)
+    assert hindsight_status(record) == ["root", "accepted", "rejected", "rejected", "accepted", "waste", "waste"]
+    assert target_path(record) == [1, 4]
+    assert left_pool_depth(record) is None
+    line = explain_round(record)
+    assert "he target's token 'd' at depth 2 was in the pool" in line and "reach ranked it #6" in line
+    gone = synthetic_round(bonus_token=99)
+    assert left_pool_depth(gone) == 2
+    assert explain_round(gone) == "The target's token 'z' (id 99) left the pool at depth 2"
+
+
+def test_explanations_compare_and_count_waste():
+    record = synthetic_round(waste_nodes=4, verified_nodes=5)
+    ddtree = synthetic_round(selector="ddtree", accepted=[1, 2, 3, 4, 5])
+    line = explain_round(record, {"ddtree": ddtree, "oracle": None})
+    assert line.startswith("DDTree accepted 5 tokens where TAPS accepted 1: ")
+    assert "TAPS spent 80% of its budget (4 of 5 verified nodes) under a rejected prefix" in line
+
+
+def test_ranking_comparison_in_hindsight():
+    record = synthetic_round()
+    small = compare_rankings(record, 3)
+    assert small.by_marginal == [0, 1, 2, 3] and small.by_reach == [0, 1, 3, 6]
+    assert (small.accepts_marginal, small.accepts_reach) == (1, 1)
+    assert (small.waste_marginal, small.waste_reach) == (0, 1)
+    full = compare_rankings(record, 6)
+    assert full.accepts_reach == 2 and full.reach_is_lower_bound
+    assert full.describe("reach").startswith("accepts ≥ 2")
+
+
+def test_hindsight_agrees_with_the_engine(tree_rounds):
+    for record in tree_rounds:
+        status = hindsight_status(record)
+        assert [status[i] for i in record.selected] == [record.status[i] for i in record.selected]
+        assert target_path(record)[: len(record.accepted)] == record.accepted
+
+
+def test_oracle_probe_bounds_taps_at_the_same_position(tiny_pair_f32):
+    config = DecodeConfig(selector="taps", budget=16, max_new_tokens=16, stop_at_eos=False)
+    session = DecodeSession(tiny_pair_f32, "x = [1, 2", config)
+    session.run()
+    from taps.session import greedy_continuation
+
+    future = greedy_continuation(tiny_pair_f32, session.prompt_ids, 16 + 8)
+    for record in session.rounds:
+        context = session.tokens[: record.start + 1]
+        oracle = probe_round(tiny_pair_f32, context, config, "oracle", future[record.start + 1 - len(session.prompt_ids):])
+        ddtree = probe_round(tiny_pair_f32, context, config, "ddtree")
+        assert oracle.start == ddtree.start == record.start
+        assert len(oracle.accepted) >= len(record.accepted)
+        same = min(oracle.tau, record.tau)
+        assert oracle.committed_tokens[:same] == record.committed_tokens[:same]
+
+
+def test_find_failures_reports_cases(tiny_pair_f32):
+    prompts = [{"id": "a", "prompt": "def g(y):"}, {"id": "b", "prompt": "x" * 400}, {"id": "c", "prompt": "for i in"}]
+    config = DecodeConfig(selector="taps", budget=8, max_new_tokens=10, estimator="marginal", taps_mode="reach")
+    seen = []
+    report = find_failures(tiny_pair_f32, prompts, config, waste_threshold=0.3,
+                           on_progress=lambda done, total, name: seen.append((done, total)))
+    assert report.prompts_run == 2 and len(report.skipped) == 1 and "b:" in report.skipped[0]
+    assert seen[-1] == (3, 3)
+    assert report.rounds_checked >= 2
+    for case in report.cases:
+        r = case.taps_round
+        assert set(case.others) == {"ddtree", "oracle"}
+        assert all(o is None or o.start == r.start for o in case.others.values())
+        if "waste" in case.kinds:
+            assert r.waste_nodes / r.verified_nodes >= 0.3
+        for name in ("ddtree", "oracle"):
+            if name in case.kinds:
+                assert len(case.others[name].accepted) > len(r.accepted)
+        assert case.explanation and case.row()["why"] == case.explanation
+    gaps = [c.gap for c in report.cases]
+    assert gaps == sorted(gaps, reverse=True)
+
+
+# ---------------------------------------------------------------------------- figures
+def test_tree_layout_centres_parents():
+    parents, ranks = [-1, 0, 0, 1, 1, 2], [0, 0, 1, 0, 1, 0]
+    pos = viz.tree_positions(parents, ranks, range(6))
+    assert [pos[v][0] for v in range(6)] == [0, 1, 1, 2, 2, 2]
+    leaves = sorted(pos[v][1] for v in (3, 4, 5))
+    assert leaves == [0, 1, 2]
+    assert pos[1][1] == 0.5 and pos[2][1] == 2 and pos[0][1] == 1.25
+
+
+@pytest.mark.parametrize("color_by", list(viz.COLOR_MODES))
+def test_round_tree_figure_matches_the_round(tree_rounds, color_by):
+    for record in tree_rounds:
+        fig = viz.round_tree_figure(record, color_by, max_pool_nodes=400)
+        verified = set().union(*(node_ids(t) for name in ("root (last committed token)", "accepted",
+                                                         "rejected sibling", "rejected-prefix waste")
+                                 for t in traces(fig, name)))
+        assert verified == set(record.selected)
+        assert all(record.pool_parents[v] in verified for v in verified if v)            # prefix-closed
+        for name, status in (("accepted", "accepted"), ("rejected sibling", "rejected"),
+                             ("rejected-prefix waste", "waste"), ("pool, not verified", "unselected")):
+            assert all(record.status[v] == status for t in traces(fig, name) for v in node_ids(t))
+        accepted = node_ids(traces(fig, "accepted")[0]) if traces(fig, "accepted") else set()
+        assert accepted == set(record.accepted)
+        path = traces(fig, "accepted path")[0]
+        assert len(path.x) == 3 * len(record.accepted)
+        bonus = traces(fig, "bonus token (the target's own)")[0]
+        assert list(bonus.text) == [html.escape(viz.display_token(record.bonus_text))]
+        drawn = set().union(*(node_ids(t) for t in fig.data if t.mode and "markers" in t.mode)) - {len(record.pool_tokens)}
+        assert all(record.pool_parents[v] in drawn for v in drawn if v)
+        assert f"verified {record.verified_nodes}" in fig.layout.title.text
+        if color_by == "target":
+            pool = traces(fig, "pool, not verified")
+            assert not pool or pool[0].marker.color == viz.PALETTE["grey"]
+
+
+def test_round_tree_figure_limits_the_pool(tree_rounds):
+    record = max(tree_rounds, key=lambda r: len(r.pool_tokens))
+    fig = viz.round_tree_figure(record, "reach", max_pool_nodes=20)
+    assert fig.layout.meta["shown_nodes"] <= max(20, len(record.selected)) + len(target_path(record)) + 20
+    with pytest.raises(ValueError, match="colour by"):
+        viz.round_tree_figure(record, "rainbow")
+
+
+def test_ranking_comparison_figure_panels(tree_rounds):
+    record = next(r for r in tree_rounds if r.selector == "taps")
+    fig = viz.ranking_comparison_figure(record, 8)
+    comparison = compare_rankings(record, 8)
+    left = set().union(*(node_ids(t) for t in fig.data if t.name.startswith("picked") and t.xaxis == "x"))
+    right = set().union(*(node_ids(t) for t in fig.data if t.name.startswith("picked") and t.xaxis == "x2"))
+    assert left == set(comparison.by_marginal) - {0}
+    assert right == set(comparison.by_reach) - {0}
+    assert "top 8" in fig.layout.annotations[0].text and fig.layout.meta["budget"] == 8
+
+
+def test_other_figures(tree_rounds):
+    from taps.toy import PRESETS, acceptance_curve, build_toy_tree
+
+    preset = PRESETS["Two good openings"]
+    tree = build_toy_tree(preset.marginals, preset.off_mode_factor, preset.tokens)
+    fig = viz.toy_tree_figure(tree, 8, rejected=2)
+    assert len(traces(fig, "picked but unreachable (waste)")) == 2
+    assert len(viz.toy_curve_figure(acceptance_curve(tree, 10)).data) == 2
+    rows = [{"label": "ar", "selector": "ar", "budget": 1, "tau": 1.0, "tokens_per_s": 50.0, "speedup_vs_ar": 1.0,
+             "rounds": 10, "new_tokens": 10, "verified_nodes": 0},
+            {"label": "ddtree", "selector": "ddtree", "budget": 4, "tau": 2.0, "tokens_per_s": 80.0,
+             "speedup_vs_ar": 1.6, "rounds": 5, "new_tokens": 10, "verified_nodes": 20},
+            {"label": "ddtree", "selector": "ddtree", "budget": 8, "tau": 2.5, "tokens_per_s": 70.0,
+             "speedup_vs_ar": 1.4, "rounds": 4, "new_tokens": 10, "verified_nodes": 32}]
+    assert list(viz.race_figure(rows[:2]).data[0].text) == ["1.00×", "1.60×"]
+    sweep_fig = viz.sweep_figure(rows)
+    star = [t for t in sweep_fig.data if t.marker.symbol == "star"][0]
+    assert list(star.x) == [4]
+    trade = viz.tradeoff_figure(rows)
+    assert list(trade.data[0].x) == [4.0, 8.0] and list(trade.data[0].y) == [1.0, 1.5]
+    assert len(viz.stage_share_figure({"verify": 0.5, "draft": 0.5}).data) == 6
+
+
+def test_text_html_escapes_and_marks_rounds(tree_rounds):
+    rounds = [r for r in tree_rounds if r.selector == "ddtree"]
+    page = viz.run_text_html("<b>prompt</b>", rounds, current=rounds[0].index)
+    assert "&lt;b&gt;prompt&lt;/b&gt;" in page
+    assert page.count('title="round ') == len(rounds)
+    assert page.count("outline:3px") == 1
+    assert "".join(round_texts(r) for r in rounds) in page or "&" in page
+
+
+def test_exports(tree_rounds):
+    fig = viz.round_tree_figure(tree_rounds[0])
+    assert viz.figure_png(fig)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in viz.figure_svg(fig)[:200]
+    page = viz.figure_html(fig)
+    assert page.startswith("<html>") and "plotly" in page and len(page) > 1_000_000
+
+
+# ---------------------------------------------------------------------------- app state
+def test_pair_sources(tiny_pair_dir):
+    assert load_pair_from_source(str(tiny_pair_dir), "cpu").name == "tiny-random"
+    with pytest.raises(PairError, match="neither a folder"):
+        load_pair_from_source("/no/such/pair")
+    with pytest.raises(PairError, match="neither a folder"):
+        load_pair_from_source("not a pair")
+    with pytest.raises(PairError, match="TARGET \\+ DRAFTER"):
+        load_pair_from_source(" + drafter")
+    with pytest.raises(PairError, match="not found"):
+        load_pair_from_source("/no/target + /no/drafter")
+
+
+def test_prompt_parsing():
+    jsonl = '{"id": "a", "prompt": "def f():"}\n\n{"prompt": "hello", "kind": "prose"}\n'
+    assert [(p["id"], p["prompt"]) for p in parse_prompt_text(jsonl)] == [("a", "def f():"), ("2", "hello")]
+    plain = "def f():\n\n    return 1\n---\nOnce upon a time\n"
+    assert [p["prompt"] for p in parse_prompt_text(plain)] == ["def f():\n\n    return 1", "Once upon a time"]
+    assert len(parse_prompt_text("just one prompt")) == 1
+    for bad, message in (("", "no prompts"), ("---\n---", "no prompts"), ('{"prompt": 3}', "non-empty string"),
+                         ('{"prompt": "a"}\n{oops', "not a JSON line")):
+        with pytest.raises(ValueError, match=message):
+            parse_prompt_text(bad)
+
+
+def test_example_prompts_fit_the_tiny_pair(tiny_pair_f32):
+    prompts = example_prompts()
+    assert len(prompts) >= 5 and {"code", "prose"} <= {p["kind"] for p in prompts}
+    assert len({p["id"] for p in prompts}) == len(prompts)
+    for p in prompts:
+        assert p["prompt"].isascii()
+        DecodeSession(tiny_pair_f32, p["prompt"], selector="ar", max_new_tokens=1)
+
+
+def test_humaneval_prompts():
+    prompts = humaneval_prompts(3)
+    assert [p["id"] for p in prompts] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
+
+
+def test_run_file_round_trip_and_errors(tree_rounds):
+    rounds = [r for r in tree_rounds if r.selector == "taps"]
+    text = run_json(rounds, prompt="def f(x):\n", pair_name="tiny-random", config=DecodeConfig(budget=16), text="t")
+    saved = load_run(text.encode())
+    assert saved.rounds == rounds and saved.prompt == "def f(x):\n" and saved.config["budget"] == 16
+    assert load_run(json.dumps([r.to_dict() for r in rounds])).rounds == rounds
+    broken_parent = json.loads(text)
+    broken_parent["rounds"][0]["pool_parents"][1] = 5
+    missing = json.loads(text)
+    del missing["rounds"][1]["pool_reach"]
+    wrong_status = json.loads(text)
+    wrong_status["rounds"][0]["status"][0] = "maybe"
+    for bad, message in ((b"\xff\xfe", "not UTF-8"), ("hello", "not JSON"), ('{"a": 1}', "not a TAPS Studio run"),
+                         ("[]", "no rounds"), (json.dumps(broken_parent), "round 0 .*parents must come before"),
+                         (json.dumps(missing), "round 1 .*missing"), (json.dumps(wrong_status), "status entries"),
+                         ('{"format": "taps-studio-run", "rounds": [3]}', "not a JSON object")):
+        with pytest.raises(ValueError, match=message):
+            load_run(bad)
+    header = metrics_csv(rounds).splitlines()[0]
+    assert header.startswith("round,") and "tau" in header
+
+
+def test_counters_and_ar_baseline(tiny_pair_f32):
+    config = DecodeConfig(selector="ddtree", budget=8, max_new_tokens=20, stop_at_eos=False)
+    session = DecodeSession(tiny_pair_f32, "abc", config)
+    baseline = ArBaseline(tiny_pair_f32, "abc", config)
+    rounds = [session.step() for _ in range(3)]
+    numbers = counters(rounds, baseline)
+    assert numbers.tokens == sum(r.tau for r in rounds) == len(baseline.session.generated)
+    assert numbers.speedup_vs_ar > 0 and numbers.tau_last == rounds[-1].tau
+    assert counters(rounds).speedup_vs_ar is None
+    assert counters([]).tokens == 0
+    assert session_matches(session, tiny_pair_f32, "abc", config)
+    assert not session_matches(session, tiny_pair_f32, "abd", config)
+    assert not session_matches(session, tiny_pair_f32, "abc", replace(config, budget=9))
+
+
+def test_race_and_sweep(tiny_pair_f32):
+    config = DecodeConfig(budget=8, max_new_tokens=10, stop_at_eos=False)
+    calls = []
+    rows = race(tiny_pair_f32, "def h(", config, ["dflash", "ddtree", "taps", "oracle"],
+                on_round=lambda name, session, record: calls.append(name))
+    assert [r["label"] for r in rows] == ["ar", "dflash", "ddtree", "taps/online", "oracle"]
+    assert all(r["lossless"] for r in rows) and rows[0]["speedup_vs_ar"] == pytest.approx(1.0)
+    assert all(r["new_tokens"] == 10 for r in rows) and calls.count("ar") == 10
+    warm = race(tiny_pair_f32, "def h(", replace(config, temperature=0.7), ["taps", "oracle"])
+    assert [r["label"] for r in warm] == ["ar", "taps/online"]
+    ticks = []
+    rows = sweep(tiny_pair_f32, "def h(", config, ["ar", "ddtree", "taps"], [2, 4], "marginal",
+                 on_result=lambda done, total, row: ticks.append((done, total)))
+    assert len(rows) == 1 + 2 * 2 and ticks[-1] == (5, 5)
+    best = best_budgets(rows)
+    assert set(best["selector"]) == {"ddtree", "taps/marginal"} and set(best["best budget"]) <= {2, 4}
+    with pytest.raises(ValueError, match="at least one budget"):
+        sweep(tiny_pair_f32, "def h(", config, ["ddtree"], [], "marginal")
+    with pytest.raises(ValueError, match="tree selector"):
+        sweep(tiny_pair_f32, "def h(", config, ["ar"], [4], "marginal")

@@ -16,11 +16,13 @@ def pick_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def cosine_lr(step: int, peak: float, warmup: int, max_steps: int, min_ratio: float) -> float:
-    """Linear warmup to `peak`, then cosine decay to `min_ratio * peak` at `max_steps`."""
+def cosine_lr(step: int, peak: float, warmup: int, max_steps: int, min_ratio: float,
+              time_fraction: float = 0.0) -> float:
+    """Linear warmup to `peak`, then cosine decay to `min_ratio * peak` at `max_steps`, or earlier
+    when `time_fraction` (the share of a time budget used) runs ahead of the steps."""
     if step < warmup:
         return peak * (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, max_steps - warmup))
+    progress = min(1.0, max((step - warmup) / max(1, max_steps - warmup), time_fraction))
     return peak * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
@@ -29,6 +31,42 @@ def weighted_split(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     params = [p for p in model.parameters() if p.requires_grad]
     return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write atomically, through a temporary file of this process's own."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def acquire_lock(lock: Path) -> None:
+    """Refuse to run while another live process trains into the same folder."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    if lock.exists():
+        text = lock.read_text().strip()
+        pid = int(text) if text.isdigit() else 0
+        if pid and pid != os.getpid():
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                pass  # stale lock from a finished or killed run
+            else:
+                raise SystemExit(f"another run (pid {pid}) is training into {lock.parent}; "
+                                 f"stop it first or delete {lock}")
+    lock.write_text(str(os.getpid()))
+
+
+def release_lock(lock: Path) -> None:
+    if lock.exists() and lock.read_text().strip() == str(os.getpid()):
+        lock.unlink()
 
 
 class Checkpointer:
@@ -40,15 +78,10 @@ class Checkpointer:
         self.last = time.time()
 
     def load(self) -> dict[str, Any] | None:
-        if not self.path.exists():
-            return None
-        return torch.load(self.path, map_location="cpu", weights_only=False)
+        return load_checkpoint(self.path)
 
     def save(self, state: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        torch.save(state, tmp)
-        os.replace(tmp, self.path)
+        save_checkpoint(self.path, state)
         self.last = time.time()
 
     def maybe_save(self, snapshot: Callable[[], dict[str, Any]]) -> None:

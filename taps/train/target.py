@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import signal
 import time
@@ -39,6 +38,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F
 
 from taps.train import data
+from taps.train.common import (acquire_lock, cosine_lr, load_checkpoint, release_lock, save_checkpoint,
+                               weighted_split)
 
 
 @dataclass
@@ -114,23 +115,13 @@ def build_model(mc: ModelConfig):
 def lr_at(step: int, tc: TrainConfig, elapsed: float = 0.0) -> float:
     """Linear warmup to ``lr``, then cosine decay to ``min_lr_ratio * lr`` at ``max_steps``
     (with ``schedule="time"``: at ``max_steps`` or at the end of the time budget, if sooner)."""
-    if step < tc.warmup_steps:
-        return tc.lr * (step + 1) / tc.warmup_steps
-    progress = min(1.0, (step - tc.warmup_steps) / max(1, tc.max_steps - tc.warmup_steps))
-    if tc.schedule == "time":
-        progress = max(progress, min(1.0, elapsed / (tc.minutes * 60)))
-    ratio = tc.min_lr_ratio + (1 - tc.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-    return tc.lr * ratio
+    fraction = min(1.0, elapsed / (tc.minutes * 60)) if tc.schedule == "time" else 0.0
+    return cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, tc.min_lr_ratio, fraction)
 
 
 def make_optimizer(model: torch.nn.Module, tc: TrainConfig) -> torch.optim.AdamW:
     """AdamW; weight decay on matrices (and the embedding), none on norms."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": tc.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2))
+    return torch.optim.AdamW(weighted_split(model, tc.weight_decay), lr=tc.lr, betas=(tc.beta1, tc.beta2))
 
 
 def windows(stream: np.ndarray, starts: np.ndarray, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -154,44 +145,6 @@ def evaluate(model: torch.nn.Module, stream: np.ndarray, starts: np.ndarray, tc:
         losses.append(loss_on(model, x, y).item() * len(x))
     model.train()
     return sum(losses) / len(starts)
-
-
-# ------------------------------------------------------------------------------------------------
-# checkpoints
-
-def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-
-
-def acquire_lock(lock: Path) -> None:
-    """Refuse to run while another live process trains into the same folder."""
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    if lock.exists():
-        text = lock.read_text().strip()
-        pid = int(text) if text.isdigit() else 0
-        if pid and pid != os.getpid():
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                pass  # stale lock from a finished or killed run
-            else:
-                raise SystemExit(f"another run (pid {pid}) is training into {lock.parent}; "
-                                 f"stop it first or delete {lock}")
-    lock.write_text(str(os.getpid()))
-
-
-def release_lock(lock: Path) -> None:
-    if lock.exists() and lock.read_text().strip() == str(os.getpid()):
-        lock.unlink()
-
-
-def load_checkpoint(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    return torch.load(path, map_location="cpu", weights_only=False)
 
 
 # ------------------------------------------------------------------------------------------------

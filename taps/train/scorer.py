@@ -33,7 +33,7 @@ from taps.drafter import context_features  # noqa: E402
 from taps.estimate import normalise_siblings, reach_from_edges  # noqa: E402
 from taps.pool import Lattice, candidate_pool  # noqa: E402
 from taps.scorer import ScorerConfig, TapsScorer, edge_features, scorer_loss  # noqa: E402
-from taps.train.common import Checkpointer, Progress, cosine_lr, pick_device  # noqa: E402
+from taps.train.common import Checkpointer, Progress, cosine_lr  # noqa: E402
 from taps.tree import DraftTree  # noqa: E402
 from taps.verify import target_forward  # noqa: E402
 

@@ -66,6 +66,7 @@ class DrafterTrainConfig:
     grad_clip: float = 1.0
     max_steps: int = 2000
     minutes: float = 30.0
+    schedule: str = "steps"            # "time": the cosine also ends when the time budget does
     seed: int = 7
     log_every: int = 20
     eval_every: int = 250
@@ -275,7 +276,8 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
     losses, first_losses = [], []
     while step < tc.max_steps and elapsed < tc.minutes * 60:
         for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, tc.min_lr_ratio)
+            group["lr"] = cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, tc.min_lr_ratio,
+                                    elapsed / (tc.minutes * 60) if tc.schedule == "time" else 0.0)
         rows = torch.as_tensor(rng.integers(0, len(seqs_t), size=tc.batch_size), device=device)
         anchors = sample_anchors(rng, tc, dc.block_size, device)
         loss, _ = drafter_loss(drafter, target, seqs_t[rows], anchors, mask_id, weights,

@@ -51,6 +51,7 @@ class ScorerTrainConfig:
     warmup_steps: int = 50
     max_steps: int = 1500
     minutes: float = 12.0
+    schedule: str = "steps"        # "time": the cosine also ends when the time budget does
     batch_pools: int = 8
     seed: int = 11
     log_every: int = 25
@@ -221,7 +222,8 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
     losses = []
     while step < tc.max_steps and elapsed < tc.minutes * 60:
         for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, 0.1)
+            group["lr"] = cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, 0.1,
+                                    elapsed / (tc.minutes * 60) if tc.schedule == "time" else 0.0)
         batch = rng.integers(0, len(features), size=tc.batch_pools)
         loss = 0.0
         for i in batch:

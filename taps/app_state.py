@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -82,8 +82,7 @@ def pair_facts(pair: ModelPair) -> dict:
 # ---------------------------------------------------------------------------- prompts
 def example_prompts(path: Path = EXAMPLES_PATH) -> list[dict]:
     """The shipped example prompts: dicts with id, kind (code | prose), title and prompt."""
-    prompts = parse_prompt_text(path.read_text(), str(path))
-    return prompts
+    return parse_prompt_text(path.read_text(), str(path))
 
 
 def parse_prompt_text(text: str, name: str = "the text") -> list[dict]:
@@ -192,10 +191,9 @@ def session_matches(session: DecodeSession | None, pair: ModelPair, prompt: str,
 
 
 # ---------------------------------------------------------------------------- race and sweep
-def label(selector: str, estimator: str = "", budget: int | None = None) -> str:
-    if selector == "taps":
-        return f"taps/{estimator}"
-    return selector
+def label(selector: str, estimator: str = "") -> str:
+    """A run's name in tables and legends: the selector, with the estimator for TAPS."""
+    return f"taps/{estimator}" if selector == "taps" else selector
 
 
 def race(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[str],
@@ -204,6 +202,8 @@ def race(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[str
     `on_round(selector, session, round)` after every round for live counters. At T>0 the oracle,
     defined for greedy decoding only, is left out."""
     order = ["ar"] + [s for s in selectors if s != "ar" and not (s == "oracle" and config.temperature > 0)]
+    for selector in order:                       # every setting checked before anything runs
+        replace(config, selector=selector).validate(pair)
     warm_up(pair, config)
     rows, ar_tokens, ar_rate = [], None, 0.0
     for selector in order:
@@ -238,6 +238,8 @@ def sweep(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[st
     if not tree_selectors:
         raise ValueError("pick at least one tree selector (dflash, ddtree, taps or oracle)")
     jobs: list[Job] = plan_jobs(tree_selectors, sorted(set(budgets)), [estimator])
+    for job in jobs:
+        replace(config, selector=job.selector, estimator=job.estimator, budget=job.budget).validate(pair)
     warm_up(pair, config)
     done = []
 

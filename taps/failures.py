@@ -110,22 +110,31 @@ def compare_rankings(record: Round, budget: int) -> RankingComparison:
         waste_reach=sum(status[i] == "waste" for i in by_reach))
 
 
-def _quote(text: str) -> str:
-    return repr(text)[1:-1] if text.strip() else repr(text)
+def _tokens(count: int) -> str:
+    return f"{count} token" if count == 1 else f"{count} tokens"
 
 
-def _selector_name(name: str) -> str:
-    return {"taps": "TAPS", "ddtree": "DDTree", "dflash": "DFlash", "oracle": "the oracle", "ar": "AR"}.get(name, name)
+def visible_text(text: str) -> str:
+    """Token text with whitespace made visible (␣ space, ⏎ newline, ⇥ tab; ∅ for nothing)."""
+    if text == "":
+        return "∅"
+    return text.replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥").replace("\r", "␍")
 
 
-def explain_round(record: Round, others: dict[str, Round] | None = None, waste_threshold: float = 0.5) -> str:
+def display_name(name: str, capital: bool = False) -> str:
+    """A selector's name in prose ("DDTree", "the oracle"); `capital` to start a sentence or label."""
+    text = {"taps": "TAPS", "ddtree": "DDTree", "dflash": "DFlash", "oracle": "the oracle", "ar": "AR"}.get(name, name)
+    return text[0].upper() + text[1:] if capital else text
+
+
+def explain_round(record: Round, others: dict[str, Round | None] | None = None, waste_threshold: float = 0.5) -> str:
     """One line on what went wrong in `record`, compared with rounds of other selectors from the
     same position (`{"ddtree": round, "oracle": round}`)."""
-    me = _selector_name(record.selector)
+    me = display_name(record.selector)
     parts = []
     for name, other in (others or {}).items():
         if other is not None and len(other.accepted) > len(record.accepted):
-            parts.append(f"{_selector_name(name)} accepted {len(other.accepted)} tokens where {me} "
+            parts.append(f"{display_name(name)} accepted {_tokens(len(other.accepted))} where {me} "
                          f"accepted {len(record.accepted)}")
             break
     cause = _cause(record, me)
@@ -136,7 +145,7 @@ def explain_round(record: Round, others: dict[str, Round] | None = None, waste_t
         parts.append(f"{me} spent {share}% of its budget ({record.waste_nodes} of {record.verified_nodes} "
                      f"verified nodes) under a rejected prefix")
     if not parts:
-        return f"{me} accepted {len(record.accepted)} tokens; nothing went wrong that hindsight can see"
+        return f"{me} accepted {_tokens(len(record.accepted))}; nothing went wrong that hindsight can see"
     line = parts[0]
     if len(parts) > 1:
         line += ": " + "; ".join(parts[1:])
@@ -149,7 +158,7 @@ def _cause(record: Round, me: str) -> str:
     if depth > max(record.pool_depths):
         return ""
     if left_pool_depth(record) == depth:
-        return (f"the target's token '{_quote(record.bonus_text)}' (id {record.bonus_token}) left the pool "
+        return (f"the target's token '{visible_text(record.bonus_text)}' (id {record.bonus_token}) left the pool "
                 f"at depth {depth}")
     if len(path) < depth:
         return ""
@@ -158,7 +167,7 @@ def _cause(record: Round, me: str) -> str:
                          else (record.pool_path_marginal, "the marginal product"))
     order = np.lexsort((np.arange(len(score)), -np.asarray(score)))
     position = int(np.flatnonzero(order == node)[0])   # the root is position 0
-    return (f"the target's token '{_quote(record.pool_texts[node])}' at depth {depth} was in the pool "
+    return (f"the target's token '{visible_text(record.pool_texts[node])}' at depth {depth} was in the pool "
             f"(drafter rank {record.pool_ranks[node] + 1}, reach {record.pool_reach[node]:.3f}) but "
             f"{score_name} ranked it #{position} and {me} verified {record.verified_nodes} nodes")
 
@@ -180,10 +189,10 @@ class FailureCase:
 
     def row(self) -> dict:
         r = self.taps_round
-        row = {"prompt": self.prompt_id, "round": r.index, "position": r.start, "TAPS accepted": len(r.accepted),
+        row = {"prompt": self.prompt_id, "round": r.index + 1, "position": r.start, "TAPS accepted": len(r.accepted),
                "TAPS verified": r.verified_nodes}
         for name, other in self.others.items():
-            row[f"{_selector_name(name)} accepted"] = len(other.accepted) if other is not None else None
+            row[f"{display_name(name, capital=True)} accepted"] = len(other.accepted) if other is not None else None
         row.update({"waste %": round(100 * self.waste_share, 1), "why": self.explanation})
         return row
 

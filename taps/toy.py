@@ -76,8 +76,8 @@ PRESETS: dict[str, Preset] = {
     "Two good openings": Preset(
         "The drafter is torn between two first tokens, then confident. Its later marginals describe "
         "what follows its favourite opening, so under the second opening they are too optimistic.",
-        [[0.55, 0.40, 0.05], [0.90, 0.06, 0.04], [0.90, 0.06, 0.04], [0.85, 0.10, 0.05]],
-        [["for", "while", "if"], ["i", "x", "n"], ["in", "=", "<"], ["range", "len", "0"]], 0.2),
+        [[0.50, 0.45], [0.90, 0.10], [0.90, 0.10], [0.90, 0.10], [0.90, 0.10], [0.90, 0.10]],
+        [["for", "while"], ["i", "x"], ["in", "="], ["range", "len"], ["(", "["], ["n", ")"]], 0.2),
     "Sure start, shaky finish": Preset(
         "Confident early, unsure late: both rankings agree at the top of the tree and part ways deeper.",
         [[0.90, 0.08, 0.02], [0.70, 0.20, 0.10], [0.50, 0.30, 0.20], [0.40, 0.35, 0.25]],
@@ -230,11 +230,10 @@ def ranking_table(tree: ToyTree, budget: int) -> pd.DataFrame:
     rank_marginal = _rank(tree.path_marginal[1:])
     rank_reach = _rank(tree.reach[1:])
     frame = pd.DataFrame({
-        "node": nodes, "path": [tree.path_text(int(i)) for i in nodes], "depth": tree.depths[1:],
-        "marginal product": tree.path_marginal[1:], "reach": tree.reach[1:],
-        "rank by marginal": rank_marginal, "rank by reach": rank_reach,
-        "DDTree picks": [int(i) in by_marginal for i in nodes],
-        "TAPS picks": [int(i) in by_reach for i in nodes]})
+        "path": [tree.path_text(int(i)) for i in nodes], "marginal product": tree.path_marginal[1:],
+        "reach": tree.reach[1:], "DDTree picks": [int(i) in by_marginal for i in nodes],
+        "TAPS picks": [int(i) in by_reach for i in nodes], "rank by marginal": rank_marginal,
+        "rank by reach": rank_reach, "depth": tree.depths[1:], "node": nodes})
     return frame.sort_values("rank by marginal").reset_index(drop=True)
 
 

@@ -25,7 +25,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .app_state import round_texts
-from .failures import compare_rankings, hindsight_status, target_path
+from .failures import compare_rankings, hindsight_status, target_path, visible_text
 from .session import STAGES, Round
 from .toy import ToyTree, choose, descendants
 
@@ -61,6 +61,8 @@ NODE_STYLES = {
                   line=dict(width=2, color="#000000")),
     "unknown": dict(name="verdict unknown", symbol="circle-open", size=16, opacity=1.0,
                     line=dict(width=2, color=PALETTE["grey"])),
+    "target": dict(name="the target's token, not verified", symbol="circle-open", size=26, opacity=1.0,
+                   line=dict(width=4, color=PALETTE["blue"])),
 }
 EDGE_STYLES = {
     "pool": dict(color="rgba(110,110,110,0.25)", width=1),
@@ -76,9 +78,7 @@ EDGE_NAMES = {"pool": "pool edge", "verified": "verified edge", "waste": "edge u
 # ---------------------------------------------------------------------------- small helpers
 def display_token(text: str, limit: int = 12) -> str:
     """Token text made visible: spaces, newlines and tabs get symbols; long tokens are cut."""
-    if text == "":
-        return "∅"
-    shown = text.replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥").replace("\r", "␍")
+    shown = visible_text(text)
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
@@ -135,13 +135,14 @@ def _rows(pos: Mapping[int, tuple[float, float]]) -> int:
     return int(max(y for _, y in pos.values())) + 1
 
 
-def _edge_trace(pos, pairs, style: str, showlegend: bool | None = None, legendgroup: str | None = None) -> go.Scatter:
+def _edge_trace(pos, pairs, style: str, showlegend: bool | None = None, legendgroup: str | None = None,
+                name: str | None = None) -> go.Scatter:
     xs, ys = [], []
     for a, b in pairs:
         xs += [pos[a][0], pos[b][0], None]
         ys += [pos[a][1], pos[b][1], None]
     show = style in ("path", "waste", "bonus") if showlegend is None else showlegend
-    return go.Scatter(x=xs, y=ys, mode="lines", line=EDGE_STYLES[style], hoverinfo="skip", name=EDGE_NAMES[style],
+    return go.Scatter(x=xs, y=ys, mode="lines", line=EDGE_STYLES[style], hoverinfo="skip", name=name or EDGE_NAMES[style],
                       showlegend=show and bool(pairs), legendgroup=legendgroup or style)
 
 
@@ -163,18 +164,19 @@ def _node_trace(pos, nodes, style: str, color: list[float] | str | None, customd
 
 def _tree_axes(fig: go.Figure, rows: int, max_depth: int, title: str, panels: int = 1,
                height: int | None = None) -> None:
-    """Axes, title and legend of a tree figure: title on top, legend under it, then the plot."""
-    height = height or int(min(1500, max(520, 200 + 26 * rows)))
-    top = 150 if panels > 1 else 125
+    """Axes, title and legend of a tree figure: the title on top, the legend at the bottom (where it
+    can wrap onto more rows in a narrow column without covering anything)."""
+    height = height or int(min(1500, max(560, 240 + 26 * rows)))
+    top = 120 if panels > 1 else 70
     fig.update_xaxes(title_text="depth (0 = root)", dtick=1, range=[-0.5, max_depth + 0.7], showgrid=False,
                      zeroline=False)
     fig.update_yaxes(visible=False, autorange="reversed")
     fig.update_layout(template="plotly_white", font=FONT, height=height, plot_bgcolor="white",
                       title=dict(text=title, x=0.01, xanchor="left", y=1 - 12 / height, yref="container",
                                  yanchor="top", font=dict(size=22)),
-                      margin=dict(l=20, r=20, t=top, b=60), hoverlabel=dict(font_size=17),
-                      legend=dict(orientation="h", x=0.01, xanchor="left", y=1 - 48 / height, yref="container",
-                                  yanchor="top", font=dict(size=16)))
+                      margin=dict(l=20, r=20, t=top, b=170), hoverlabel=dict(font_size=17),
+                      legend=dict(orientation="h", x=0.01, xanchor="left", y=0.01, yref="container",
+                                  yanchor="bottom", font=dict(size=16)))
 
 
 # ---------------------------------------------------------------------------- the round's tree
@@ -194,8 +196,7 @@ def shown_pool_nodes(record: Round, max_pool_nodes: int = 100, rank_by: str = "r
     return _closure(record.pool_parents, list(selected) + target_path(record) + [int(i) for i in unselected[:room]])
 
 
-def round_tree_figure(record: Round, color_by: str = "reach", max_pool_nodes: int = 100,
-                      title: str | None = None) -> go.Figure:
+def round_tree_figure(record: Round, color_by: str = "reach", max_pool_nodes: int = 100) -> go.Figure:
     """The round's candidate pool (faint), the verified prefix-closed subtree (solid), the accepted
     path (thick), the bonus token (star), rejected siblings (diamonds) and rejected-prefix waste
     (crosses on dotted edges); nodes coloured by `color_by` (see COLOR_MODES)."""
@@ -238,13 +239,16 @@ def round_tree_figure(record: Round, color_by: str = "reach", max_pool_nodes: in
         labelled = kind in ("accepted", "root") or (roomy and kind != "unselected")
         labels = [html.escape(display_token(record.pool_texts[v])) for v in members] if labelled else None
         fig.add_trace(_node_trace(pos, members, kind, color, rows(members), _ROUND_HOVER, text=labels))
+    missed = [v for v in target_path(record) if status[v] == "unselected" and v in pos]
+    fig.add_trace(_node_trace(pos, missed, "target", PALETTE["blue"], rows(missed), _ROUND_HOVER,
+                              text=[html.escape(display_token(record.pool_texts[v])) for v in missed] or None))
     bonus_row = [[bonus, html.escape(display_token(record.bonus_text, 24)), record.pool_depths[last] + 1, "—", "—",
                   "—", "—", "—", "bonus: the target's own token"]]
     fig.add_trace(_node_trace(pos, [bonus], "bonus", PALETTE["orange"], bonus_row, _ROUND_HOVER,
                               text=[html.escape(display_token(record.bonus_text))]))
-    heading = title or (f"Round {record.index + 1} · {record.selector} · budget {record.budget}: verified "
-                        f"{record.verified_nodes}, accepted {len(record.accepted)} + bonus, rejected siblings "
-                        f"{record.rejected_siblings}, waste {record.waste_nodes}")
+    heading = (f"Round {record.index + 1} · {record.selector} · budget {record.budget}: verified "
+               f"{record.verified_nodes}, accepted {len(record.accepted)} + bonus, rejected siblings "
+               f"{record.rejected_siblings}, waste {record.waste_nodes}")
     _tree_axes(fig, _rows(pos), max(pos[v][0] for v in pos), heading)
     fig.update_layout(coloraxis=_coloraxis(COLOR_MODES[color_by].split(" (")[0]),
                       meta={"round": record.index, "shown_nodes": len(nodes), "pool_nodes": len(record.pool_tokens)})
@@ -262,8 +266,8 @@ def ranking_comparison_figure(record: Round, budget: int | None = None, max_pool
     extra = shown_pool_nodes(record, max_pool_nodes)
     nodes = _closure(record.pool_parents, comparison.by_marginal + comparison.by_reach + path + extra)
     pos = tree_positions(record.pool_parents, record.pool_ranks, nodes)
-    titles = (f"By marginal product (DDTree): top {budget} · {comparison.describe('marginal')}",
-              f"By path-conditioned reach (TAPS): top {budget} · {comparison.describe('reach')}")
+    titles = (f"By marginal product (DDTree): top {budget}<br>{comparison.describe('marginal')}",
+              f"By path-conditioned reach (TAPS): top {budget}<br>{comparison.describe('reach')}")
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=titles)
     hover = ("<b>%{customdata[1]}</b><br>node %{customdata[0]} · depth %{customdata[2]}<br>"
              "marginal product %{customdata[3]} · reach %{customdata[4]}<br>in hindsight: %{customdata[5]}"
@@ -277,8 +281,8 @@ def ranking_comparison_figure(record: Round, budget: int | None = None, max_pool
                                   "pool", showlegend=False), row=1, col=col)
         fig.add_trace(_edge_trace(pos, [(record.pool_parents[v], v) for v in nodes[1:] if v in chosen_set],
                                   "verified", showlegend=False), row=1, col=col)
-        fig.add_trace(_edge_trace(pos, [(record.pool_parents[v], v) for v in path], "path",
-                                  showlegend=first, legendgroup="path"), row=1, col=col)
+        fig.add_trace(_edge_trace(pos, [(record.pool_parents[v], v) for v in path], "path", showlegend=first,
+                                  legendgroup="path", name="the target's path (hindsight)"), row=1, col=col)
         fig.add_trace(_node_trace(pos, [v for v in nodes if v not in chosen_set], "unselected", PALETTE["grey"],
                                   _cmp_rows(record, [v for v in nodes if v not in chosen_set], hindsight), hover,
                                   name="not picked", showlegend=first), row=1, col=col)
@@ -289,6 +293,9 @@ def ranking_comparison_figure(record: Round, budget: int | None = None, max_pool
             fig.add_trace(_node_trace(pos, members, verdict, _log_scale([score[v] for v in members]),
                                       _cmp_rows(record, members, hindsight), hover, name=name, showlegend=first),
                           row=1, col=col)
+        missed = [v for v in path if v not in chosen_set]
+        fig.add_trace(_node_trace(pos, missed, "target", PALETTE["blue"], _cmp_rows(record, missed, hindsight), hover,
+                                  name="the target's token, not picked", showlegend=first), row=1, col=col)
         fig.add_trace(_node_trace(pos, [0], "root", "#000000", _cmp_rows(record, [0], hindsight), hover,
                                   showlegend=False), row=1, col=col)
     _tree_axes(fig, _rows(pos), max(p[0] for p in pos.values()),
@@ -312,7 +319,7 @@ def toy_tree_figure(tree: ToyTree, budget: int, rejected: int | None = None) -> 
     pos = tree_positions(tree.parents, tree.ranks, nodes)
     unreachable = set(descendants(tree, rejected)) if rejected else set()
     by_marginal, by_reach = choose(tree.path_marginal, budget), choose(tree.reach, budget)
-    titles = (f"DDTree: top {budget} by marginal product", f"TAPS: top {budget} by reach")
+    titles = (f"DDTree: top {budget}<br>by marginal product", f"TAPS: top {budget}<br>by reach")
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=titles)
     hover = ("<b>%{customdata[1]}</b><br>depth %{customdata[2]} · drafter rank %{customdata[3]}<br>"
              "marginal product %{customdata[4]} · reach %{customdata[5]}<extra></extra>")
@@ -341,7 +348,8 @@ def toy_tree_figure(tree: ToyTree, budget: int, rejected: int | None = None) -> 
                  "rejected": "the rejected prefix"}
         for kind, members in groups.items():
             color = PALETTE["grey"] if kind == "unselected" else _log_scale([score[v] for v in members])
-            labels = [html.escape(tree.labels[v]) for v in members] if small and kind != "unselected" else None
+            labelled = kind != "unselected" and (small or len(chosen_set) <= 30)
+            labels = [html.escape(tree.labels[v]) for v in members] if labelled else None
             fig.add_trace(_node_trace(pos, members, kind, color, rows(members), hover, text=labels,
                                       name=names[kind], showlegend=first,
                                       size_scale=0.8 if len(nodes) > 45 else 1.0), row=1, col=col)
@@ -354,18 +362,21 @@ def toy_tree_figure(tree: ToyTree, budget: int, rejected: int | None = None) -> 
     return fig
 
 
-def toy_curve_figure(curve) -> go.Figure:
-    """Expected tokens per round against budget for the trees each ranking picks."""
+def toy_curve_figure(curve, budget: int | None = None) -> go.Figure:
+    """Expected tokens per round against budget for the trees each ranking picks (`budget` marked)."""
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=curve["budget"], y=curve["by_marginal"], name="DDTree (marginal product)",
                              mode="lines+markers", line=dict(color=PALETTE["orange"], width=4, dash="dash"),
                              marker=dict(symbol="diamond", size=11)))
     fig.add_trace(go.Scatter(x=curve["budget"], y=curve["by_reach"], name="TAPS (reach)", mode="lines+markers",
                              line=dict(color=PALETTE["blue"], width=4), marker=dict(symbol="circle", size=10)))
-    fig.update_layout(template="plotly_white", font=FONT, height=460, margin=dict(l=20, r=20, t=80, b=50),
-                      title=dict(text="Expected tokens per round (1 + Σ reach of the picked nodes)", x=0),
-                      xaxis_title="budget (draft nodes verified)", yaxis_title="expected tokens per round",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0))
+    if budget is not None:
+        fig.add_vline(x=budget, line=dict(color=PALETTE["grey"], dash="dot", width=2), annotation_text="budget",
+                      annotation_position="bottom right")
+    fig.update_layout(template="plotly_white", font=FONT, height=500, margin=dict(l=20, r=20, t=60, b=120),
+                      title=dict(text="Expected tokens per round", x=0),
+                      xaxis_title="budget (draft nodes verified)", yaxis_title="1 + Σ reach of the picked nodes",
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     return fig
 
 
@@ -445,10 +456,10 @@ def tradeoff_figure(rows: list[dict]) -> go.Figure:
             marker=dict(symbol=SELECTOR_SYMBOLS.get(sel, "circle"), size=12, line=dict(color="#000", width=1)),
             hovertemplate=f"{name}<br>budget %{{text}}<br>verified %{{x:.1f}} nodes/round<br>"
                           "accepted %{y:.2f} tokens/round<extra></extra>"))
-    fig.update_layout(template="plotly_white", font=FONT, height=480, margin=dict(l=20, r=20, t=80, b=60),
+    fig.update_layout(template="plotly_white", font=FONT, height=520, margin=dict(l=20, r=20, t=60, b=130),
                       title=dict(text="Acceptance against cost (labels: budget)", x=0),
                       xaxis_title="verified draft nodes per round", yaxis_title="accepted draft tokens per round",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0))
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     fig.update_xaxes(rangemode="tozero")
     fig.update_yaxes(rangemode="tozero")
     return fig
@@ -464,7 +475,8 @@ def stage_share_figure(shares: Mapping[str, float]) -> go.Figure:
                                          line=dict(color="#000", width=1)),
                              hovertemplate=f"{stage}: {100 * share:.1f}% of round time<extra></extra>"))
     fig.update_layout(barmode="stack", template="plotly_white", font=FONT, height=170, showlegend=True,
-                      margin=dict(l=10, r=10, t=10, b=10), legend=dict(orientation="h", y=-0.25, x=0),
+                      margin=dict(l=10, r=10, t=10, b=10),
+                      legend=dict(orientation="h", y=-0.25, x=0, traceorder="normal"),
                       xaxis=dict(range=[0, 100], ticksuffix="%", showgrid=False), yaxis=dict(visible=False))
     return fig
 

@@ -25,18 +25,19 @@ marginal_rows = st.integers(1, 3).flatmap(lambda width: st.lists(
 def test_tree_shape_and_true_model():
     preset = PRESETS["Two good openings"]
     tree = build_toy_tree(preset.marginals, preset.off_mode_factor, preset.tokens)
-    assert tree.size == 3 + 9 + 27 + 81
+    assert tree.size == 2 + 4 + 8 + 16 + 32 + 64
     assert all(tree.parents[i] < i and tree.depths[i] == tree.depths[tree.parents[i]] + 1
                for i in range(1, len(tree.labels)))
     # the favourite path: reach is the plain product of marginals
-    favourite = [1, 4, 13, 40]
-    assert [tree.labels[i] for i in favourite] == ["for", "i", "in", "range"]
-    assert tree.reach[40] == pytest.approx(0.55 * 0.90 * 0.90 * 0.85)
+    favourite = [1, 3, 7, 15, 31, 63]
+    assert tree.path_text(63) == "for i in range ( n"
+    assert tree.reach[63] == pytest.approx(0.50 * 0.9 ** 5)
     # "while i": the opening is off-mode, so the next token is accepted 0.2 x its marginal
-    while_i = 7
+    while_i = 5
     assert tree.path_text(while_i) == "while i"
-    assert tree.reach[while_i] == pytest.approx(0.40 * 0.2 * 0.90)
-    assert tree.path_marginal[while_i] == pytest.approx(0.40 * 0.90)
+    assert tree.reach[while_i] == pytest.approx(0.45 * 0.2 * 0.90)
+    assert tree.path_marginal[while_i] == pytest.approx(0.45 * 0.90)
+    assert tree.reach[favourite].tolist() == pytest.approx(tree.path_marginal[favourite].tolist())
 
 
 @settings(max_examples=40, deadline=None)
@@ -50,7 +51,8 @@ def test_rankings_are_prefix_closed_and_reach_is_monotone(rows, factor, budget):
     assert np.all(tree.reach[1:] <= tree.reach[tree.parents[1:]] + 1e-12)
     assert np.all(tree.reach <= tree.path_marginal + 1e-12)
     # TAPS's tree is never worse than DDTree's under the true model
-    assert expected_tokens(tree, choose(tree.reach, budget)) >= expected_tokens(tree, choose(tree.path_marginal, budget)) - 1e-12
+    by_reach = expected_tokens(tree, choose(tree.reach, budget))
+    assert by_reach >= expected_tokens(tree, choose(tree.path_marginal, budget)) - 1e-12
 
 
 def test_reach_ranking_is_the_brute_force_optimum():
@@ -78,7 +80,7 @@ def test_two_openings_preset_shows_the_gap():
     assert curve["by_reach"].iloc[0] == curve["by_marginal"].iloc[0] == 1.0
     assert np.all(np.diff(curve["by_reach"]) >= -1e-12)
     under_while = set(descendants(tree, 2))
-    assert len(under_while) == 3 + 9 + 27
+    assert len(under_while) == 2 + 4 + 8 + 16 + 32
     assert len(under_while & set(choose(tree.path_marginal, 8).tolist())) > \
         len(under_while & set(choose(tree.reach, 8).tolist()))
     table = ranking_table(tree, 8)

@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from taps import DecodeConfig, DecodeSession, PairError, Round, viz
-from taps.app_state import (ArBaseline, best_budgets, counters, example_prompts, humaneval_prompts, load_pair_from_source,
-                            load_run, metrics_csv, parse_prompt_text, race, round_texts, run_json, session_matches,
-                            sweep, validate_round)
+from taps.app_state import (ArBaseline, best_budgets, counters, example_prompts, humaneval_prompts,
+                            load_pair_from_source, load_run, metrics_csv, parse_prompt_text, race, round_texts,
+                            run_json, session_matches, sweep, validate_round)
 from taps.failures import (compare_rankings, explain_round, find_failures, hindsight_status, left_pool_depth,
                            probe_round, target_path)
 
@@ -64,6 +64,23 @@ def test_hindsight_on_a_known_round():
     gone = synthetic_round(bonus_token=99)
     assert left_pool_depth(gone) == 2
     assert explain_round(gone) == "The target's token 'z' (id 99) left the pool at depth 2"
+    spaced = synthetic_round(bonus_token=99, bonus_text=" ")
+    assert explain_round(spaced) == "The target's token '␣' (id 99) left the pool at depth 2"
+    clean = synthetic_round(accepted=[1, 3, 6], bonus_token=99, status=["root", "accepted", "rejected", "accepted",
+                                                                         "unselected", "waste", "accepted"])
+    assert explain_round(clean) == "TAPS accepted 3 tokens; nothing went wrong that hindsight can see"
+
+
+def test_figures_of_a_known_round():
+    record = synthetic_round()
+    fig = viz.round_tree_figure(record)
+    assert node_ids(traces(fig, "the target's token, not verified")[0]) == {4}
+    assert node_ids(traces(fig, "rejected-prefix waste")[0]) == {5}
+    assert node_ids(traces(fig, "pool, not verified")[0]) == {4, 6}
+    compare = viz.ranking_comparison_figure(record, 3)
+    assert node_ids(traces(compare, "the target's token, not picked", "x")[0]) == {4}
+    assert node_ids(traces(compare, "picked, under a rejected prefix", "x2")[0]) == {6}
+    assert "accepts 1, 0 under a rejected prefix" in compare.layout.annotations[0].text
 
 
 def test_explanations_compare_and_count_waste():
@@ -101,7 +118,8 @@ def test_oracle_probe_bounds_taps_at_the_same_position(tiny_pair_f32):
     future = greedy_continuation(tiny_pair_f32, session.prompt_ids, 16 + 8)
     for record in session.rounds:
         context = session.tokens[: record.start + 1]
-        oracle = probe_round(tiny_pair_f32, context, config, "oracle", future[record.start + 1 - len(session.prompt_ids):])
+        ahead = future[record.start + 1 - len(session.prompt_ids):]
+        oracle = probe_round(tiny_pair_f32, context, config, "oracle", ahead)
         ddtree = probe_round(tiny_pair_f32, context, config, "ddtree")
         assert oracle.start == ddtree.start == record.start
         assert len(oracle.accepted) >= len(record.accepted)
@@ -154,18 +172,21 @@ def test_round_tree_figure_matches_the_round(tree_rounds, color_by):
         for name, status in (("accepted", "accepted"), ("rejected sibling", "rejected"),
                              ("rejected-prefix waste", "waste"), ("pool, not verified", "unselected")):
             assert all(record.status[v] == status for t in traces(fig, name) for v in node_ids(t))
+        ring = set().union(*(node_ids(t) for t in traces(fig, "the target's token, not verified")))
+        assert ring <= set(target_path(record)) and all(record.status[v] == "unselected" for v in ring)
         accepted = node_ids(traces(fig, "accepted")[0]) if traces(fig, "accepted") else set()
         assert accepted == set(record.accepted)
         path = traces(fig, "accepted path")[0]
         assert len(path.x) == 3 * len(record.accepted)
         bonus = traces(fig, "bonus token (the target's own)")[0]
         assert list(bonus.text) == [html.escape(viz.display_token(record.bonus_text))]
-        drawn = set().union(*(node_ids(t) for t in fig.data if t.mode and "markers" in t.mode)) - {len(record.pool_tokens)}
+        drawn = set().union(*(node_ids(t) for t in fig.data if t.mode and "markers" in t.mode))
+        drawn -= {len(record.pool_tokens)}                                               # the bonus
         assert all(record.pool_parents[v] in drawn for v in drawn if v)
         assert f"verified {record.verified_nodes}" in fig.layout.title.text
         if color_by == "target":
             pool = traces(fig, "pool, not verified")
-            assert not pool or pool[0].marker.color == viz.PALETTE["grey"]
+            assert not pool or not pool[0].x or pool[0].marker.color == viz.PALETTE["grey"]
 
 
 def test_round_tree_figure_limits_the_pool(tree_rounds):
@@ -216,7 +237,8 @@ def test_text_html_escapes_and_marks_rounds(tree_rounds):
     assert "&lt;b&gt;prompt&lt;/b&gt;" in page
     assert page.count('title="round ') == len(rounds)
     assert page.count("outline:3px") == 1
-    assert "".join(round_texts(r) for r in rounds) in page or "&" in page
+    for record in rounds:
+        assert f">{html.escape(round_texts(record))}</span>" in page
 
 
 def test_exports(tree_rounds):
@@ -224,7 +246,7 @@ def test_exports(tree_rounds):
     assert viz.figure_png(fig)[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in viz.figure_svg(fig)[:200]
     page = viz.figure_html(fig)
-    assert page.startswith("<html>") and "plotly" in page and len(page) > 1_000_000
+    assert "<html>" in page[:40] and "plotly" in page and len(page) > 1_000_000
 
 
 # ---------------------------------------------------------------------------- app state
@@ -323,3 +345,8 @@ def test_race_and_sweep(tiny_pair_f32):
         sweep(tiny_pair_f32, "def h(", config, ["ddtree"], [], "marginal")
     with pytest.raises(ValueError, match="tree selector"):
         sweep(tiny_pair_f32, "def h(", config, ["ar"], [4], "marginal")
+    with pytest.raises(ValueError, match="scorer"):
+        sweep(tiny_pair_f32, "def h(", config, ["ddtree", "taps"], [4], "learned")
+    with pytest.raises(ValueError, match="scorer"):
+        race(tiny_pair_f32, "def h(", replace(config, estimator="learned"), ["taps"],
+             on_round=lambda *args: pytest.fail("nothing may run before the settings are checked"))

@@ -31,7 +31,7 @@ class RunSummary:
 
     def as_row(self) -> dict:
         row = {k: v for k, v in self.__dict__.items() if k != "stage_shares"}
-        row.update({f"{stage}_share": share for stage, share in self.stage_shares.items()})
+        row.update({f"{stage}_time_share": share for stage, share in self.stage_shares.items()})
         return row
 
 

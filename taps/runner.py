@@ -89,7 +89,7 @@ def run_prompt(pair: ModelPair, prompt: dict, jobs: list[Job], config: DecodeCon
                "waste_share": s.waste_share, "verified_nodes": s.verified_nodes, "rounds": s.rounds,
                "new_tokens": s.new_tokens, "select_share": s.select_share, "expected_tau": s.expected_tau,
                "lossless": session.generated == ar_tokens, "time_s": s.time_s,
-               **{f"{k}_share": v for k, v in s.stage_shares.items()}}
+               **{f"{k}_time_share": v for k, v in s.stage_shares.items()}}
         if keep_rounds:
             row["round_records"] = [r.to_dict() for r in session.rounds]
         return row

@@ -82,3 +82,14 @@ def test_cli_reports_bad_input(tiny_pair_dir, capsys):
     assert "budget must be" in capsys.readouterr().err
     assert main(["generate", "--pair", "/no/such/pair", "--prompt", "x"]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_select_share_counts_pool_estimate_and_select(tiny_pair):
+    from taps.runner import Job, run_prompt
+    from taps.session import DecodeConfig
+
+    rows = run_prompt(tiny_pair, {"id": "p", "prompt": "def f(x):"}, [Job("taps", "online", 16)],
+                      DecodeConfig(max_new_tokens=12, stop_at_eos=False))
+    row = rows[-1]
+    parts = row["pool_time_share"] + row["estimate_time_share"] + row["select_time_share"]
+    assert abs(row["select_share"] - parts) < 1e-9 and row["pool_time_share"] > 0

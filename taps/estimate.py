@@ -21,15 +21,19 @@ from torch import nn
 
 from .pool import Lattice
 from .scorer import TapsScorer
-from .tree import DraftTree
+from .tree import DraftTree, accumulate_down
 
 
-def reach_from_edges(parents: np.ndarray, edge_q: np.ndarray) -> np.ndarray:
+def reach_from_edges(parents: np.ndarray, edge_q: np.ndarray, depths: np.ndarray | None = None) -> np.ndarray:
     """r(root) = 1, r(v) = r(parent) * q(v) for nodes in topological order."""
-    reach = np.ones(len(parents))
-    for i in range(1, len(parents)):
-        reach[i] = reach[parents[i]] * edge_q[i]
-    return reach
+    if depths is None:
+        reach = np.ones(len(parents))
+        for i in range(1, len(parents)):
+            reach[i] = reach[parents[i]] * edge_q[i]
+        return reach
+    q = np.asarray(edge_q, dtype=np.float64).copy()
+    q[0] = 1.0
+    return accumulate_down(parents, depths, q, np.multiply)
 
 
 def normalise_siblings(parents: np.ndarray, edge_q: np.ndarray) -> np.ndarray:
@@ -57,7 +61,7 @@ class Estimator:
         parent was not verified. Only the online estimator uses it."""
 
     def reach(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
-        return reach_from_edges(pool.parents, self.edge_probs(pool, lattice))
+        return reach_from_edges(pool.parents, self.edge_probs(pool, lattice), pool.depths)
 
 
 class MarginalEstimator(Estimator):
@@ -71,52 +75,54 @@ class MarginalEstimator(Estimator):
 
 def _on_mode(pool: DraftTree) -> np.ndarray:
     """True for nodes whose whole path is the drafter's argmax (rank 0 at every depth)."""
-    on = np.zeros(len(pool.tokens), dtype=bool)
-    on[0] = True
-    for i in range(1, len(pool.tokens)):
-        on[i] = on[pool.parents[i]] and pool.ranks[i] == 0
-    return on
+    return accumulate_down(pool.parents, pool.depths, pool.ranks == 0, np.logical_and)
 
 
 @dataclass
 class OnlineEstimator(Estimator):
-    """Calibrates marginals against the target's verdicts seen so far in this session."""
+    """Calibrates marginals against the target's verdicts seen so far in this session.
+
+    Bucket of an edge: (depth band, rank band, whether the parent's path is the drafter's
+    favourite). In a bucket with observed hits H and observed marginal mass M,
+    q = marginal * (H + k) / (M + k): the raw marginal while data are few, calibrated as they come.
+    """
 
     prior_strength: float = 2.0
     depth_edges: tuple[int, ...] = (1, 2, 3, 5, 8)
     rank_edges: tuple[int, ...] = (0, 1, 2, 4)
-    hits: dict = field(default_factory=dict)
-    mass: dict = field(default_factory=dict)
+    hits: np.ndarray = field(default=None)
+    mass: np.ndarray = field(default=None)
     name: str = "online"
 
-    def _buckets(self, pool: DraftTree) -> list[tuple[int, int, bool]]:
-        on_mode = _on_mode(pool)
+    def __post_init__(self):
+        buckets = (len(self.depth_edges) + 1) * (len(self.rank_edges) + 1) * 2
+        self.hits = np.zeros(buckets) if self.hits is None else self.hits
+        self.mass = np.zeros(buckets) if self.mass is None else self.mass
+
+    def _buckets(self, pool: DraftTree) -> np.ndarray:
+        """A bucket id per pool node (the root's is unused)."""
+        on_mode = _on_mode(pool)[np.maximum(pool.parents, 0)]
         d = np.searchsorted(self.depth_edges, pool.depths, side="right")
         r = np.searchsorted(self.rank_edges, pool.ranks, side="right")
-        return [(int(d[i]), int(r[i]), bool(on_mode[pool.parents[i]])) if i else (0, 0, True)
-                for i in range(len(pool.tokens))]
+        return (d * (len(self.rank_edges) + 1) + r) * 2 + on_mode.astype(np.int64)
 
     def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
         marginal = np.exp(pool.marginal_logprob)
-        q = marginal.copy()
-        for i, key in enumerate(self._buckets(pool)):
-            if i == 0:
-                continue
-            k = self.prior_strength
-            q[i] = marginal[i] * (self.hits.get(key, 0.0) + k) / (self.mass.get(key, 0.0) + k)
+        b = self._buckets(pool)
+        k = self.prior_strength
+        q = marginal * (self.hits[b] + k) / (self.mass[b] + k)
         return normalise_siblings(pool.parents, q)
 
     def observe(self, pool: DraftTree, edge_target: np.ndarray) -> None:
-        marginal = np.exp(pool.marginal_logprob)
-        for i, key in enumerate(self._buckets(pool)):
-            if i == 0 or np.isnan(edge_target[i]):
-                continue
-            self.hits[key] = self.hits.get(key, 0.0) + float(edge_target[i])
-            self.mass[key] = self.mass.get(key, 0.0) + float(marginal[i])
+        seen = np.flatnonzero(~np.isnan(edge_target))
+        seen = seen[seen > 0]
+        b = self._buckets(pool)[seen]
+        np.add.at(self.hits, b, edge_target[seen])
+        np.add.at(self.mass, b, np.exp(pool.marginal_logprob[seen]))
 
     @property
     def observations(self) -> float:
-        return float(sum(self.mass.values()))
+        return float(self.mass.sum())
 
 
 class LearnedEstimator(Estimator):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .tree import DraftTree
+from .tree import DraftTree, accumulate_down
 
 
 @dataclass
@@ -50,21 +50,15 @@ class Lattice:
                    topk_mass=top_lp.exp().sum(-1).double().cpu().numpy(), hidden=hidden)
 
 
-def tree_from_nodes(root_token: int, nodes: list[tuple[int, int, int]], lattice: Lattice) -> DraftTree:
+def tree_from_nodes(root_token: int, nodes, lattice: Lattice) -> DraftTree:
     """Build a DraftTree from (parent index, depth, rank) triples listed in topological order."""
-    n = len(nodes) + 1
-    tokens = np.zeros(n, dtype=np.int64)
-    parents = np.full(n, -1, dtype=np.int64)
-    depths = np.zeros(n, dtype=np.int64)
-    ranks = np.zeros(n, dtype=np.int64)
-    step = np.zeros(n)
-    path = np.zeros(n)
-    tokens[0] = root_token
-    for i, (parent, depth, rank) in enumerate(nodes, start=1):
-        parents[i], depths[i], ranks[i] = parent, depth, rank
-        tokens[i] = lattice.tokens[depth - 1, rank]
-        step[i] = lattice.logprobs[depth - 1, rank]
-        path[i] = path[parent] + step[i]
+    table = np.asarray(nodes, dtype=np.int64).reshape(-1, 3)
+    parents = np.concatenate([[-1], table[:, 0]])
+    depths = np.concatenate([[0], table[:, 1]])
+    ranks = np.concatenate([[0], table[:, 2]])
+    tokens = np.concatenate([[root_token], lattice.tokens[table[:, 1] - 1, table[:, 2]]]).astype(np.int64)
+    step = np.concatenate([[0.0], lattice.logprobs[table[:, 1] - 1, table[:, 2]]])
+    path = accumulate_down(parents, depths, step)
     return DraftTree(tokens=tokens, parents=parents, depths=depths, ranks=ranks, marginal_logprob=step,
                      path_logprob=path, reach=np.exp(path))
 
@@ -73,22 +67,24 @@ def candidate_pool(root_token: int, lattice: Lattice, top_k: int = 64, beam_widt
                    pool_cap: int = 768) -> DraftTree:
     """Beam over cumulative draft log-prob: at each depth keep the W best children of the beam."""
     k = min(top_k, lattice.width)
-    nodes: list[tuple[int, int, int]] = []
+    levels = []                          # per depth: (parent pool indices, ranks)
+    size = 0
     beam_index = np.array([0])          # pool indices of the current beam
     beam_score = np.array([0.0])
     for depth in range(1, lattice.depth + 1):
-        room = pool_cap - len(nodes)
+        room = pool_cap - size
         if room <= 0:
             break
-        scores = beam_score[:, None] + lattice.logprobs[depth - 1, :k][None, :]   # [beam, k]
-        flat = scores.ravel()
+        flat = (beam_score[:, None] + lattice.logprobs[depth - 1, :k][None, :]).ravel()   # [beam * k]
         keep = min(beam_width, flat.size, room)
-        best = np.argpartition(-flat, keep - 1)[:keep]
-        new_index, new_score = [], []
-        for b in sorted(best, key=lambda f: (f // k, f % k)):   # parents in order, ranks in order
-            parent_slot, rank = divmod(int(b), k)
-            nodes.append((int(beam_index[parent_slot]), depth, rank))
-            new_index.append(len(nodes))
-            new_score.append(flat[b])
-        beam_index, beam_score = np.array(new_index), np.array(new_score)
+        best = np.sort(np.argpartition(-flat, keep - 1)[:keep])   # parents in order, ranks in order
+        parent_slot, rank = np.divmod(best, k)
+        levels.append((beam_index[parent_slot], rank, depth))
+        beam_index = size + 1 + np.arange(keep)
+        beam_score = flat[best]
+        size += keep
+    if not levels:
+        return tree_from_nodes(root_token, [], lattice)
+    nodes = np.concatenate([np.stack([parent, np.full(len(rank), depth), rank], axis=1)
+                            for parent, rank, depth in levels])
     return tree_from_nodes(root_token, nodes, lattice)

@@ -14,6 +14,16 @@ import numpy as np
 import torch
 
 
+def accumulate_down(parents: np.ndarray, depths: np.ndarray, values: np.ndarray, combine=np.add) -> np.ndarray:
+    """out[v] = combine(out[parent(v)], values[v]) from the root down, one depth level at a time
+    (out[root] = values[root]); e.g. path sums with np.add, path products with np.multiply."""
+    out = values.copy()
+    for depth in range(1, int(depths.max(initial=0)) + 1):
+        level = np.flatnonzero(depths == depth)
+        out[level] = combine(out[parents[level]], values[level])
+    return out
+
+
 @dataclass
 class DraftTree:
     tokens: np.ndarray            # [n+1] token ids; index 0 is the root

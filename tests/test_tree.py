@@ -161,3 +161,11 @@ def test_compact_cache_keeps_accepted_entries(tiny_pair):
     assert after.shape[-2] == 5
     torch.testing.assert_close(after[..., :2, :], before[..., :2, :])
     torch.testing.assert_close(after[..., 2:, :], before[..., [2, 4, 5], :])
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_level_by_level_reach_equals_sequential(seed):
+    pool, _ = random_pool(seed)
+    q = np.random.default_rng(seed).uniform(0, 1, len(pool.tokens))
+    np.testing.assert_allclose(reach_from_edges(pool.parents, q, pool.depths), reach_from_edges(pool.parents, q))

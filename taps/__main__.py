@@ -37,6 +37,8 @@ def add_decode_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--block-size", type=int, default=None)
+    p.add_argument("--ignore-eos", action="store_true",
+                   help="generate exactly --max-new-tokens (do not stop at end-of-text), as fixed-length benchmarks do")
     p.add_argument("--taps-mode", choices=TAPS_MODES, default="cost")
     p.add_argument("--top-k", type=int, default=64)
     p.add_argument("--beam-width", type=int, default=48)
@@ -50,7 +52,8 @@ def decode_config(args, **extra):
 
     return DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
                         block_size=args.block_size, taps_mode=args.taps_mode, top_k=args.top_k,
-                        beam_width=args.beam_width, pool_cap=args.pool_cap, **extra)
+                        beam_width=args.beam_width, pool_cap=args.pool_cap,
+                        stop_at_eos=not getattr(args, "ignore_eos", False), **extra)
 
 
 def load_from_args(args):

@@ -2,14 +2,51 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import torch
+
+CHOICES = {"schedule": ("steps", "time"), "label": ("prob", "greedy")}
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, *configs, choices: dict | None = None) -> None:
+    """One `--field-name` option per dataclass field; None (unset) keeps the config's default."""
+    choices = {**CHOICES, **(choices or {})}
+    for cls in configs:
+        for f in fields(cls):
+            flag = "--" + f.name.replace("_", "-")
+            if f.name in choices:
+                parser.add_argument(flag, choices=choices[f.name], default=None, help=f"default {f.default}")
+            else:
+                kind = int if f.name == "max_files" else type(f.default)
+                parser.add_argument(flag, type=kind, default=None, help=f"default {f.default}")
+
+
+def apply_arguments(args: argparse.Namespace, *configs) -> None:
+    """Copy the options the user set onto the config objects."""
+    for cfg in configs:
+        for f in fields(cfg):
+            value = getattr(args, f.name, None)
+            if value is not None:
+                setattr(cfg, f.name, value)
+
+
+def check_loss_dropped(losses: list[float], stage: str, n: int = 5) -> None:
+    """The --quick smoke test: the mean of the last n losses must be below that of the first n."""
+    if len(losses) < 2 * n:
+        raise SystemExit(f"quick check failed: only {len(losses)} {stage} steps ran")
+    first, last = float(np.mean(losses[:n])), float(np.mean(losses[-n:]))
+    if not last < first:
+        raise SystemExit(f"quick check failed: {stage} loss did not go down ({first:.4f} -> {last:.4f})")
+    print(f"quick check ok: {stage} loss {first:.4f} -> {last:.4f}")
 
 
 def pick_device() -> torch.device:

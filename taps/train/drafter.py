@@ -24,7 +24,7 @@ import argparse
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +36,8 @@ import torch.nn.functional as F  # noqa: E402
 
 from taps.drafter import DFlashDrafter, context_features, drafter_config  # noqa: E402
 from taps.train import data  # noqa: E402
-from taps.train.common import Checkpointer, Progress, cosine_lr, pick_device, weighted_split  # noqa: E402
+from taps.train.common import (Checkpointer, Progress, add_config_arguments, apply_arguments,  # noqa: E402
+                               check_loss_dropped, cosine_lr, pick_device, weighted_split)
 
 
 @dataclass
@@ -273,7 +274,7 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
     progress = Progress(tc.max_steps, "drafter", unit="step", budget_s=tc.minutes * 60)
     progress.update(step, elapsed=elapsed)
     t_start = time.time() - elapsed
-    losses, first_losses = [], []
+    losses = []
     while step < tc.max_steps and elapsed < tc.minutes * 60:
         for group in optimizer.param_groups:
             group["lr"] = cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, tc.min_lr_ratio,
@@ -289,8 +290,6 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
         step += 1
         elapsed = time.time() - t_start
         losses.append(loss.item())
-        if len(first_losses) < 5:
-            first_losses.append(loss.item())
         if step % tc.log_every == 0:
             mean = float(np.mean(losses[-tc.log_every:]))
             history.append({"step": step, "loss": mean})
@@ -314,10 +313,7 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
     (out / "drafter" / "training_log.json").write_text(json.dumps(log, indent=2) + "\n")
     print(f"saved {out / 'drafter'}")
     if quick:
-        first, last = float(np.mean(first_losses)), float(np.mean(losses[-5:]))
-        if not last < first:
-            raise SystemExit(f"quick check failed: drafter loss did not go down ({first:.4f} -> {last:.4f})")
-        print(f"quick check ok: loss {first:.4f} -> {last:.4f}")
+        check_loss_dropped(losses, "drafter")
     return log
 
 
@@ -326,19 +322,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default=None, help="target folder or hub id (default OUT/target)")
     parser.add_argument("--quick", action="store_true", help="tiny drafter, ~30 steps, asserts the loss drops")
     parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True)
-    for cls in (DrafterConfig, DrafterTrainConfig):
-        for f in fields(cls):
-            kind = int if f.name == "max_files" else type(f.default)
-            parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=None, help=f"default {f.default}")
+    add_config_arguments(parser, DrafterConfig, DrafterTrainConfig, choices={"corpus": data.CORPORA})
 
 
 def main(args: argparse.Namespace) -> None:
     dc = DrafterConfig(**(QUICK_DRAFTER if args.quick else {}))
     tc = DrafterTrainConfig(**(QUICK_TRAIN if args.quick else {}))
-    for cfg in (dc, tc):
-        for f in fields(cfg):
-            value = getattr(args, f.name, None)
-            if value is not None:
-                setattr(cfg, f.name, value)
+    apply_arguments(args, dc, tc)
     out = Path(args.out)
     train(out, args.target or str(out / "target"), dc, tc, resume=args.resume, quick=args.quick)

@@ -19,7 +19,7 @@ import argparse
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +33,8 @@ from taps.drafter import context_features  # noqa: E402
 from taps.estimate import normalise_siblings, reach_from_edges  # noqa: E402
 from taps.pool import Lattice, candidate_pool  # noqa: E402
 from taps.scorer import ScorerConfig, TapsScorer, edge_features, scorer_loss  # noqa: E402
-from taps.train.common import Checkpointer, Progress, cosine_lr  # noqa: E402
+from taps.train.common import (Checkpointer, Progress, add_config_arguments, apply_arguments,  # noqa: E402
+                               check_loss_dropped, cosine_lr)
 from taps.tree import DraftTree  # noqa: E402
 from taps.verify import target_forward  # noqa: E402
 
@@ -257,10 +258,7 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
     (out / "scorer" / "training_log.json").write_text(json.dumps(log, indent=2) + "\n")
     print(f"saved {out / 'scorer'}")
     if quick:
-        first, last = float(np.mean(losses[:5])), float(np.mean(losses[-5:]))
-        if not last < first:
-            raise SystemExit(f"quick check failed: scorer loss did not go down ({first:.4f} -> {last:.4f})")
-        print(f"quick check ok: loss {first:.4f} -> {last:.4f}")
+        check_loss_dropped(losses, "scorer")
     return log
 
 
@@ -270,17 +268,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drafter", default=None, help="drafter folder or hub id (default OUT/drafter)")
     parser.add_argument("--quick", action="store_true", help="a few small pools, ~40 steps, asserts the loss drops")
     parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True)
-    for f in fields(ScorerTrainConfig):
-        parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=None,
-                            help=f"default {f.default}")
+    add_config_arguments(parser, ScorerTrainConfig)
 
 
 def main(args: argparse.Namespace) -> None:
     tc = ScorerTrainConfig(**(QUICK_TRAIN if args.quick else {}))
-    for f in fields(tc):
-        value = getattr(args, f.name, None)
-        if value is not None:
-            setattr(tc, f.name, value)
-    if tc.label not in ("prob", "greedy"):
-        raise SystemExit("--label must be 'prob' or 'greedy'")
+    apply_arguments(args, tc)
     train(Path(args.out), tc, args.target, args.drafter, args.resume, args.quick)

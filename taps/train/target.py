@@ -23,7 +23,7 @@ import json
 import os
 import signal
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F
 
 from taps.train import data
-from taps.train.common import (acquire_lock, cosine_lr, load_checkpoint, release_lock, save_checkpoint,
-                               weighted_split)
+from taps.train.common import (acquire_lock, add_config_arguments, apply_arguments, check_loss_dropped, cosine_lr,
+                               load_checkpoint, release_lock, save_checkpoint, weighted_split)
 
 
 @dataclass
@@ -322,11 +322,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
     if quick and len(step_losses) < 10:
         print(f"quick check skipped: only {len(step_losses)} steps so far")
     elif quick:
-        n = 5
-        first, last = np.mean(step_losses[:n]), np.mean(step_losses[-n:])
-        if not last < first:
-            raise SystemExit(f"quick check failed: loss did not go down ({first:.4f} -> {last:.4f})")
-        print(f"quick check ok: loss {first:.4f} -> {last:.4f}")
+        check_loss_dropped(step_losses, "target")
     return log
 
 
@@ -339,22 +335,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny model, ~30 steps, asserts loss drops")
     parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                         help="continue from OUT/target_ckpt if present (default on)")
-    for f in fields(TrainConfig):
-        if f.name in ("corpus", "schedule"):
-            choices = data.CORPORA if f.name == "corpus" else ("steps", "time")
-            parser.add_argument("--" + f.name, choices=choices, default=None, help=f"default {f.default}")
-            continue
-        kind = int if f.name == "max_files" else type(f.default)
-        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=None,
-                            help=f"default {f.default}")
+    add_config_arguments(parser, TrainConfig, choices={"corpus": data.CORPORA})
 
 
 def main(args: argparse.Namespace) -> None:
     mc = ModelConfig(**(QUICK_MODEL if args.quick else {}))
     tc = TrainConfig(**(QUICK_TRAIN if args.quick else {}))
-    for f in fields(TrainConfig):
-        value = getattr(args, f.name, None)
-        if value is not None:
-            setattr(tc, f.name, value)
+    apply_arguments(args, tc)
     tokenizer_dir = args.tokenizer or Path(args.out) / "tokenizer"
     train(Path(args.out), tokenizer_dir, mc, tc, resume=args.resume, quick=args.quick)

@@ -1,0 +1,59 @@
+"""The shipped pair: it loads offline, fits together, and every selector is lossless on it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from taps import DecodeSession, greedy_continuation, load_pair
+from taps.pair import default_pair_path
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples" / "prompts.jsonl"
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    path = default_pair_path()
+    assert path is not None, "the shipped pair is missing from assets/models"
+    return load_pair(path, device="cpu", dtype="float64")
+
+
+def test_shipped_pair_is_complete(shipped):
+    info = shipped.describe()
+    assert info["name"] == "taps-stdlib-6m"
+    assert shipped.drafter is not None and shipped.scorer is not None
+    assert info["block_size"] == 16 and shipped.mask_token_id == 1
+    card = default_pair_path() / "MODEL_CARD.md"
+    assert card.exists() and "BENCH_PLACEHOLDER" not in card.read_text()
+
+
+def test_shipped_pair_greedy_is_lossless(shipped):
+    prompt = "def quicksort(xs):\n    "
+    ids = shipped.tokenizer.encode(prompt, add_special_tokens=False)
+    reference = greedy_continuation(shipped, ids, 40)
+    for selector, estimator in [("dflash", "marginal"), ("ddtree", "marginal"), ("taps", "learned"),
+                                ("taps", "online")]:
+        s = DecodeSession(shipped, prompt, selector=selector, estimator=estimator, budget=32, max_new_tokens=40,
+                          stop_at_eos=False)
+        s.run()
+        assert s.generated == reference, (selector, estimator)
+    assert sum(r.tau for r in s.rounds) / len(s.rounds) > 1.5   # the trained drafter does get accepted
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget", [1, 2, 8, 32, 64])
+def test_shipped_pair_lossless_every_selector(shipped, budget):
+    prompts = [json.loads(line)["prompt"] for line in EXAMPLES.read_text().splitlines() if line.strip()]
+    for prompt in prompts:
+        ids = shipped.tokenizer.encode(prompt, add_special_tokens=False)
+        reference = greedy_continuation(shipped, ids, 64)
+        for selector, estimator in [("dflash", "marginal"), ("ddtree", "marginal"), ("taps", "marginal"),
+                                    ("taps", "online"), ("taps", "learned"), ("oracle", "marginal")]:
+            for mode in (("cost", "reach", "utility") if selector == "taps" else ("cost",)):
+                s = DecodeSession(shipped, prompt, selector=selector, estimator=estimator, budget=budget,
+                                  max_new_tokens=64, stop_at_eos=False, taps_mode=mode,
+                                  oracle_tokens=reference if selector == "oracle" else None)
+                s.run()
+                assert s.generated == reference, (prompt[:20], selector, estimator, mode, budget)

@@ -10,6 +10,7 @@ from taps import ModelPair
 from taps.app_state import default_pair_source, describe_source, load_pair_from_source
 
 DEVICES = ("auto", "cpu", "cuda")
+OWN_PROMPT = "(type your own)"
 # every page's settings, kept while the user visits other pages (Streamlit forgets the state of a
 # widget that a run does not draw); buttons and file uploaders cannot be set and are left out
 KEPT_SETTINGS = (
@@ -94,3 +95,29 @@ def pair_sidebar() -> ModelPair | None:
     if pair is None:
         st.error(f"{error} Type another pair folder in the sidebar.")
     return pair
+
+
+def prompt_picker(prefix: str, height: int, caption: str | None = None) -> str:
+    """A prompt box with an example-prompt menu beside it, keyed `<prefix>_prompt` and
+    `<prefix>_example`; picking an example fills the box. Returns the prompt text."""
+    from taps.app_state import example_prompts
+
+    state = st.session_state
+    examples = example_prompts()
+    prompt_key, example_key = f"{prefix}_prompt", f"{prefix}_example"
+
+    def use_example() -> None:
+        chosen = next((e for e in examples if e["title"] == state[example_key]), None)
+        if chosen is not None:
+            state[prompt_key] = chosen["prompt"]
+
+    state.setdefault(prompt_key, examples[0]["prompt"])
+    state.setdefault(example_key, examples[0]["title"])
+    left, right = st.columns([3, 1])
+    with right:
+        st.selectbox("Example prompt", [OWN_PROMPT] + [e["title"] for e in examples], key=example_key,
+                     on_change=use_example)
+        if caption:
+            st.caption(caption)
+    with left:
+        return st.text_area("Prompt", key=prompt_key, height=height)

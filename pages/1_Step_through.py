@@ -4,7 +4,7 @@ import streamlit as st
 
 import app_common as ui
 from taps import DecodeConfig, DecodeSession, viz
-from taps.app_state import ArBaseline, counters, example_prompts, load_run, metrics_csv, run_json, session_matches
+from taps.app_state import ArBaseline, counters, load_run, metrics_csv, run_json, session_matches
 from taps.estimate import ESTIMATORS
 from taps.metrics import rounds_frame
 from taps.selectors import SELECTORS, TAPS_MODES
@@ -15,25 +15,9 @@ pair = ui.pair_sidebar()
 if pair is None:
     st.stop()
 state = st.session_state
-EXAMPLES = example_prompts()
-OWN = "(type your own)"
-
-
-def use_example() -> None:
-    chosen = next((e for e in EXAMPLES if e["title"] == state["step_example"]), None)
-    if chosen is not None:
-        state["step_prompt"] = chosen["prompt"]
-
 
 # ---------------------------------------------------------------- prompt and settings
-state.setdefault("step_prompt", EXAMPLES[0]["prompt"])
-state.setdefault("step_example", EXAMPLES[0]["title"])
-left, right = st.columns([3, 1])
-with right:
-    st.selectbox("Example prompt", [OWN] + [e["title"] for e in EXAMPLES], key="step_example", on_change=use_example)
-    st.caption("Code and prose examples; or type any prompt on the left.")
-with left:
-    prompt = st.text_area("Prompt", key="step_prompt", height=130)
+prompt = ui.prompt_picker("step", 130, "Code and prose examples; or type any prompt on the left.")
 
 max_block = pair.drafter.block_size if pair.drafter is not None else 2
 state["step_block_size"] = min(state.get("step_block_size", max_block), max_block)   # a new pair may draft less

@@ -7,7 +7,7 @@ import streamlit as st
 
 import app_common as ui
 from taps import DecodeConfig, viz
-from taps.app_state import RACE_SELECTORS, best_budgets, example_prompts, race, sweep, sweep_frame
+from taps.app_state import RACE_SELECTORS, best_budgets, race, sweep, sweep_frame
 from taps.estimate import ESTIMATORS
 from taps.metrics import summarize
 
@@ -17,24 +17,9 @@ pair = ui.pair_sidebar()
 if pair is None:
     st.stop()
 state = st.session_state
-EXAMPLES = example_prompts()
 BUDGETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
-
-def use_example() -> None:
-    chosen = next((e for e in EXAMPLES if e["title"] == state["race_example"]), None)
-    if chosen is not None:
-        state["race_prompt"] = chosen["prompt"]
-
-
-state.setdefault("race_prompt", EXAMPLES[0]["prompt"])
-state.setdefault("race_example", EXAMPLES[0]["title"])
-left, right = st.columns([3, 1])
-with right:
-    st.selectbox("Example prompt", ["(type your own)"] + [e["title"] for e in EXAMPLES], key="race_example",
-                 on_change=use_example)
-with left:
-    prompt = st.text_area("Prompt", key="race_prompt", height=110)
+prompt = ui.prompt_picker("race", 110)
 cols = st.columns([3, 1, 1, 1, 1])
 selectors = cols[0].multiselect("Selectors (AR always runs first: it is the baseline)", RACE_SELECTORS,
                                 default=list(RACE_SELECTORS), key="race_selectors")

@@ -43,6 +43,8 @@ def add_decode_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=int, default=64)
     p.add_argument("--beam-width", type=int, default=48)
     p.add_argument("--pool-cap", type=int, default=768)
+    p.add_argument("--score-cap", type=int, default=0,
+                   help="TAPS: let the estimator score only the best N pool nodes by marginal (0: the whole pool)")
     p.add_argument("--profile", help="latency profile JSON (from `python -m taps.profile`); "
                                      "measured on the fly when absent")
 
@@ -52,7 +54,7 @@ def decode_config(args, **extra):
 
     return DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
                         block_size=args.block_size, taps_mode=args.taps_mode, top_k=args.top_k,
-                        beam_width=args.beam_width, pool_cap=args.pool_cap,
+                        beam_width=args.beam_width, pool_cap=args.pool_cap, score_cap=args.score_cap,
                         stop_at_eos=not getattr(args, "ignore_eos", False), **extra)
 
 

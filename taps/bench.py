@@ -60,7 +60,7 @@ SUITES = ("humaneval", "examples")
 SUMMARY_COLUMNS = ["selector", "estimator", "budget", "tau", "tokens_per_s", "speedup_vs_ar", "waste_share",
                    "select_share", "lossless", "prompts"]
 DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperature", "seed", "block_size",
-                          "taps_mode", "top_k", "beam_width", "pool_cap", "ignore_eos")
+                          "taps_mode", "top_k", "beam_width", "pool_cap", "ignore_eos", "score_cap")
 AR_KEY = ("ar", "none", 1)
 
 
@@ -382,7 +382,8 @@ def _settings(args, pair) -> dict:
     return {"pair": pair.name, "device": pair.device.type, "dtype": str(pair.dtype).replace("torch.", ""),
             "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
             "block_size": args.block_size, "taps_mode": args.taps_mode, "top_k": args.top_k,
-            "beam_width": args.beam_width, "pool_cap": args.pool_cap, "ignore_eos": bool(args.ignore_eos)}
+            "beam_width": args.beam_width, "pool_cap": args.pool_cap, "ignore_eos": bool(args.ignore_eos),
+            "score_cap": args.score_cap}
 
 
 def _check_settings(out: Path, settings: dict) -> None:

@@ -40,6 +40,7 @@ class SelectContext:
     top_k: int = 64
     beam_width: int = 48
     pool_cap: int = 768
+    score_cap: int = 0          # 0: the estimator scores the whole pool
     taps_mode: str = "cost"
     lambda_node: float = 1.0
     lambda_depth: float = 0.002
@@ -162,6 +163,9 @@ class TapsSelector(Selector):
             raise ValueError("the taps selector needs an estimator")
         t0 = time.perf_counter()
         pool = candidate_pool(root_token, lattice, ctx.top_k, ctx.beam_width, ctx.pool_cap)
+        if 0 < ctx.score_cap < pool.size:
+            # keep the best nodes by marginal path score: prefix-closed, and cheaper to score
+            pool = pool.subtree(top_by_reach(np.exp(pool.path_logprob), ctx.score_cap))
         t1 = time.perf_counter()
         pool.reach = ctx.estimator.reach(pool, lattice)
         t2 = time.perf_counter()

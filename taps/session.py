@@ -46,6 +46,7 @@ class DecodeConfig:
     top_k: int = 64
     beam_width: int = 48
     pool_cap: int = 768
+    score_cap: int = 0                 # TAPS: score only the best N pool nodes by marginal (0: all)
     lambda_node: float = 1.0
     lambda_depth: float = 0.002
     endpoint_cap: int = 64
@@ -65,6 +66,8 @@ class DecodeConfig:
             raise ValueError(f"temperature must be between 0 and {MAX_TEMPERATURE}, got {self.temperature!r}")
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
             raise ValueError(f"max_new_tokens must be from 1 to {MAX_NEW_TOKENS}, got {self.max_new_tokens!r}")
+        if self.score_cap < 0:
+            raise ValueError(f"score_cap must be 0 (score the whole pool) or positive, got {self.score_cap!r}")
         for name in ("top_k", "beam_width", "pool_cap", "endpoint_cap"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)!r}")
@@ -254,7 +257,7 @@ class DecodeSession:
         if self._oracle_tokens is not None:
             future = self._oracle_tokens[len(self.generated):]
         return SelectContext(estimator=self.estimator, profile=self.profile, future_tokens=future,
-                             top_k=cfg.top_k, beam_width=cfg.beam_width, pool_cap=cfg.pool_cap,
+                             top_k=cfg.top_k, beam_width=cfg.beam_width, pool_cap=cfg.pool_cap, score_cap=cfg.score_cap,
                              taps_mode=cfg.taps_mode, lambda_node=cfg.lambda_node,
                              lambda_depth=cfg.lambda_depth, endpoint_cap=cfg.endpoint_cap)
 

@@ -35,6 +35,7 @@ def test_bad_prompts(tiny_pair, session, prompt, message):
     ({"selector": "beam"}, "unknown selector"), ({"estimator": "magic"}, "unknown estimator"),
     ({"taps_mode": "fast"}, "unknown TAPS mode"), ({"block_size": 1}, "block_size"),
     ({"block_size": 99}, "block_size"), ({"max_new_tokens": 0}, "max_new_tokens"),
+    ({"score_cap": -1}, "score_cap"),
     ({"selector": "oracle", "temperature": 0.5}, "greedy"),
     ({"selector": "taps", "estimator": "learned"}, "scorer"),
 ])

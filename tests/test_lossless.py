@@ -36,6 +36,14 @@ def _check_all(pair, prompt, block_size, temperature=0.0, seed=0, taps_modes=("c
                                         oracle_tokens=reference if selector == "oracle" else None)
                 session.run()
                 assert session.generated == reference, (selector, estimator, budget, block_size, mode)
+                if selector == "taps":
+                    capped = DecodeSession(pair, prompt, selector=selector, estimator=estimator, budget=budget,
+                                           block_size=block_size, temperature=temperature, seed=seed,
+                                           max_new_tokens=NEW_TOKENS, stop_at_eos=False, taps_mode=mode,
+                                           score_cap=max(budget, 4))
+                    capped.run()
+                    assert capped.generated == reference, ("score_cap", estimator, budget, block_size, mode)
+                    assert all(len(r.pool_tokens) - 1 <= max(budget, 4) for r in capped.rounds)
                 for r in session.rounds:
                     assert r.verified_nodes <= budget
                     assert sum(r.tau for r in session.rounds) == NEW_TOKENS

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .selectors import top_by_reach
+from .tree import path_to
 
 MAX_DEPTH = 6
 MAX_CANDIDATES = 4
@@ -51,11 +52,7 @@ class ToyTree:
 
     def path(self, node: int) -> list[int]:
         """Node indices from depth 1 down to `node`."""
-        out = []
-        while node > 0:
-            out.append(node)
-            node = int(self.parents[node])
-        return out[::-1]
+        return path_to(self.parents, node)
 
     def path_text(self, node: int) -> str:
         return " ".join(self.labels[i] for i in self.path(node)) or "(root)"

@@ -24,6 +24,15 @@ def accumulate_down(parents: np.ndarray, depths: np.ndarray, values: np.ndarray,
     return out
 
 
+def path_to(parents, node: int) -> list[int]:
+    """Node indices from depth 1 down to `node` (empty for the root), following `parents`."""
+    out = []
+    while node > 0:
+        out.append(node)
+        node = int(parents[node])
+    return out[::-1]
+
+
 @dataclass
 class DraftTree:
     tokens: np.ndarray            # [n+1] token ids; index 0 is the root
@@ -68,11 +77,7 @@ class DraftTree:
 
     def path(self, node: int) -> list[int]:
         """Node indices from the root's first child down to `node` (empty for the root)."""
-        out = []
-        while node > 0:
-            out.append(node)
-            node = int(self.parents[node])
-        return out[::-1]
+        return path_to(self.parents, node)
 
     def ancestor_matrix(self) -> np.ndarray:
         """visible[i, j] = True when node j is node i or one of its ancestors."""

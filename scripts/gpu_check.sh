@@ -4,7 +4,9 @@
 #      marked for CUDA, run on the GPU)
 #   2. the latency profile of the shipped pair on cuda, bfloat16 (saved where TAPS reads it)
 #   3. a short bench of the shipped pair on cuda, bfloat16: 4 HumanEval prompts, every selector,
-#      budgets 16 and 64, 64 new tokens; prints summary.md
+#      budgets 16 and 64, exactly 64 new tokens (--ignore-eos); prints summary.md
+# The app's packages (streamlit, plotly, kaleido) need not be there: their tests skip, saying so,
+# and the profile and bench write no plots.
 # Usage: scripts/gpu_check.sh [OUT_DIR]          (default: a new results/gpu_check-<time>/)
 # Python: $PYTHON, else .venv/bin/python, else python3. Exits non-zero, saying why, when there is
 # no GPU, when torch cannot use it, when there is no shipped pair, or when any step fails.
@@ -24,9 +26,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
 "$PYTHON" - <<'EOF' || fail "torch cannot use the GPU (nothing was run); install a CUDA build of torch 2.13.0"
 import sys
 import torch
+import transformers
 if not torch.cuda.is_available():
     sys.exit(f"torch {torch.__version__} (CUDA build: {torch.version.cuda or 'no, CPU only'}) sees no CUDA GPU"
              " (check CUDA_VISIBLE_DEVICES)")
+print(f"transformers {transformers.__version__}")
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.device_count()} GPU(s): "
       f"{torch.cuda.get_device_name(0)}, bfloat16 {'yes' if torch.cuda.is_bf16_supported() else 'NO'}")
 EOF
@@ -52,7 +56,7 @@ step "tests" 270 env TAPS_TEST_DEVICE=cuda "$PYTHON" -m pytest -q -rs
 step "profile" 60 "$PYTHON" -m taps.profile --device cuda --dtype bfloat16 --max-nodes 64 --context 64 \
   --out "$OUT/profile"
 step "bench" 120 "$PYTHON" -m taps.bench --suite humaneval --limit 4 --selectors ar,dflash,ddtree,taps,oracle \
-  --budgets 16,64 --max-new-tokens 64 --device cuda --dtype bfloat16 --out "$OUT/bench"
+  --budgets 16,64 --max-new-tokens 64 --ignore-eos --device cuda --dtype bfloat16 --out "$OUT/bench"
 if [ -f "$OUT/bench/summary.md" ]; then
   echo; cat "$OUT/bench/summary.md"
 fi

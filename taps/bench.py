@@ -42,6 +42,7 @@ import os
 import platform
 import shlex
 import sys
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -302,9 +303,14 @@ def _series(summary: list[dict]) -> dict[str, list[dict]]:
 
 def write_plots(summary: list[dict], out: Path, title: str) -> list[Path]:
     """tau and tokens/s against budget (log scale), AR as a dashed line; PNG via kaleido
-    (HTML when no browser is there for kaleido to use)."""
-    import plotly.graph_objects as go
-    import plotly.io as pio
+    (HTML when no browser is there for kaleido to use; none when plotly is not installed, as on a
+    bare GPU server)."""
+    try:
+        import plotly.graph_objects as go
+        import plotly.io as pio
+    except ImportError:
+        print("warning: plotly is not installed; no plots written (rows and summary are complete)", file=sys.stderr)
+        return []
 
     budgets = sorted({r["budget"] for r in summary if r["selector"] != "ar"})
     ar = next((r for r in summary if r["selector"] == "ar"), None)
@@ -458,7 +464,7 @@ def _sweep(args, group: Group) -> int:
             _check_settings(out, settings)
             previous = read_rows(out)
             state = {"done": {(*key, row.get("prompt_sha")) for key, row in previous.items()},
-                     "run_id": datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"}
+                     "run_id": datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{uuid.uuid4().hex[:8]}"}
         except (ValueError, OSError) as exc:
             state = {"error": str(exc)}
     state = group.broadcast(state)
@@ -535,7 +541,7 @@ def _sweep(args, group: Group) -> int:
         print(f"# TAPS/{c['estimator']}@{c['taps_budget']}: {_times(c['over_dflash'])} DFlash, "
               f"{_times(c['over_ddtree'])} DDTree at its best budget ({c['ddtree_budget']}), "
               f"{_times(c['equal_budget_over_ddtree'])} at that same budget")
-    print(f"# wrote {len(ordered)} rows, summary.csv, summary.md and {', '.join(p.name for p in plots)} to {out}")
+    print(f"# wrote {len(ordered)} rows, summary.csv, summary.md{''.join(', ' + p.name for p in plots)} to {out}")
     return 0
 
 

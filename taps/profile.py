@@ -30,9 +30,14 @@ def profile_frame(profile: LatencyProfile) -> pd.DataFrame:
                          "round_ms": [draft_ms + v for v in verify_ms]})
 
 
-def write_plot(profile: LatencyProfile, path: Path) -> Path:
-    """verify ms against tree size; PNG via kaleido, HTML when no browser is there for it."""
-    import plotly.graph_objects as go
+def write_plot(profile: LatencyProfile, path: Path) -> Path | None:
+    """verify ms against tree size; PNG via kaleido, HTML when no browser is there for it, none when
+    plotly is not installed (a bare GPU server)."""
+    try:
+        import plotly.graph_objects as go
+    except ImportError:
+        print("warning: plotly is not installed; no plot written (the CSV and JSON are complete)", file=sys.stderr)
+        return None
 
     frame = profile_frame(profile)
     fig = go.Figure(go.Scatter(x=frame["tree_size"], y=frame["verify_ms"], mode="lines+markers",
@@ -78,7 +83,8 @@ def run_profile(args) -> int:
     print(f"# drafter pass {1000 * profile.draft_s:.3f} ms; verify grows "
           f"{frame['verify_ms'].iloc[-1] / max(frame['verify_ms'].iloc[0], 1e-9):.1f}x from size "
           f"{profile.sizes[0]} to {profile.sizes[-1]}")
-    print(f"# wrote verify_latency.csv, {plot.name} and profile.json to {out}; TAPS reads the profile from {saved}")
+    written = ", ".join(["verify_latency.csv", *([plot.name] if plot else []), "profile.json"])
+    print(f"# wrote {written} to {out}; TAPS reads the profile from {saved}")
     return 0
 
 

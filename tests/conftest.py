@@ -15,6 +15,16 @@ os.environ["TAPS_CACHE"] = tempfile.mkdtemp(prefix="taps-cache-")
 
 from tiny import build_tiny_pair  # noqa: E402
 
+# A bare GPU server (scripts/gpu_check.sh) has the engine's packages but not the app's: the app,
+# figure and export tests skip there, saying which package is missing.
+def _has(module: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(module) is not None
+
+
+PNG_EXPORT = _has("plotly") and _has("kaleido") and Path("/usr/bin/chromium").exists()
+needs_png_export = pytest.mark.skipif(not PNG_EXPORT, reason="PNG export needs plotly, kaleido and /usr/bin/chromium")
+
 from taps import load_pair  # noqa: E402
 
 

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("streamlit", reason="the app's packages are not installed (a bare GPU server)")
 from streamlit.testing.v1 import AppTest
 
 from taps.app_state import run_json

@@ -34,7 +34,7 @@ def test_save_load_round_trip(tiny_pair, tmp_path):
     drafter.save_pretrained(tmp_path / "d")
     again = DFlashDrafter.from_pretrained(tmp_path / "d", dtype=torch.float64)
     for (k, a), (_, b) in zip(sorted(drafter.state_dict().items()), sorted(again.state_dict().items())):
-        torch.testing.assert_close(a, b, msg=k)
+        torch.testing.assert_close(a.cpu(), b.cpu(), msg=k)
 
 
 def test_incremental_cache_equals_full_context(tiny_pair):

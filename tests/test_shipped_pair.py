@@ -33,13 +33,16 @@ def test_shipped_pair_greedy_is_lossless(shipped):
     prompt = "def quicksort(xs):\n    "
     ids = shipped.tokenizer.encode(prompt, add_special_tokens=False)
     reference = greedy_continuation(shipped, ids, 40)
+    taus = {}
     for selector, estimator in [("dflash", "marginal"), ("ddtree", "marginal"), ("taps", "learned"),
                                 ("taps", "online")]:
         s = DecodeSession(shipped, prompt, selector=selector, estimator=estimator, budget=32, max_new_tokens=40,
                           stop_at_eos=False)
         s.run()
         assert s.generated == reference, (selector, estimator)
-    assert sum(r.tau for r in s.rounds) / len(s.rounds) > 1.5   # the trained drafter does get accepted
+        taus[selector] = sum(r.tau for r in s.rounds) / len(s.rounds)
+    # the trained drafter does get accepted (DDTree's tree does not depend on timing; TAPS's cost mode does)
+    assert taus["ddtree"] > 1.5
 
 
 @pytest.mark.slow

@@ -9,6 +9,9 @@ from dataclasses import replace
 
 import pytest
 
+pytest.importorskip("plotly", reason="the app's packages are not installed (a bare GPU server)")
+
+from conftest import needs_png_export
 from taps import DecodeConfig, DecodeSession, PairError, Round, viz
 from taps.app_state import (ArBaseline, best_budgets, counters, example_prompts, humaneval_prompts,
                             load_pair_from_source, load_run, metrics_csv, parse_prompt_text, race, round_texts,
@@ -241,6 +244,7 @@ def test_text_html_escapes_and_marks_rounds(tree_rounds):
         assert f">{html.escape(round_texts(record))}</span>" in page
 
 
+@needs_png_export
 def test_exports(tree_rounds):
     fig = viz.round_tree_figure(tree_rounds[0])
     assert viz.figure_png(fig)[:8] == b"\x89PNG\r\n\x1a\n"

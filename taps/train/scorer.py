@@ -172,7 +172,8 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
           resume: bool, quick: bool) -> dict:
     torch.set_num_threads(1 if quick else len(os.sched_getaffinity(0)))
     pair = load_pair_parts(out, target_path, drafter_path)
-    embed = pair.target.get_input_embeddings()
+    # the scorer trains on the CPU (it is small), whatever device the target collects traces on
+    embed = torch.nn.Embedding.from_pretrained(pair.target.get_input_embeddings().weight.detach().float().cpu())
     data_dir = out / "drafter_data"
     if not (data_dir / "train.npy").exists():
         raise SystemExit(f"no regenerated sequences in {data_dir}: run the drafter stage first")

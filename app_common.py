@@ -100,7 +100,7 @@ def pair_sidebar() -> ModelPair | None:
 def prompt_picker(prefix: str, height: int, caption: str | None = None) -> str:
     """A prompt box with an example-prompt menu beside it, keyed `<prefix>_prompt` and
     `<prefix>_example`; picking an example fills the box. Returns the prompt text."""
-    from taps.app_state import example_prompts
+    from taps.prompts import example_prompts
 
     state = st.session_state
     examples = example_prompts()

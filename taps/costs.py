@@ -92,7 +92,7 @@ def measure_profile(pair, max_nodes: int = 64, context_length: int = 128, repeat
     from transformers import DynamicCache
 
     from .tree import DraftTree
-    from .verify import target_forward
+    from .verify import target_forward, trim_cache
 
     device = pair.device
     vocab = pair.target.config.vocab_size
@@ -112,11 +112,9 @@ def measure_profile(pair, max_nodes: int = 64, context_length: int = 128, repeat
                          path_logprob=np.zeros(m + 1), reach=np.ones(m + 1))
         ids, pos, mask = tree.verify_inputs(context_length, context_length, pair.dtype, device)
 
-        def run():
+        def run(ids=ids, pos=pos, mask=mask):
             target_forward(pair.target, cache, ids, pos, mask, layers)
-            for layer in cache.layers:   # drop what this forward appended
-                layer.keys = layer.keys[..., :context_length, :]
-                layer.values = layer.values[..., :context_length, :]
+            trim_cache(cache, context_length)   # drop what this forward appended
 
         run()  # warm-up
         verify_s.append(_timed(run, repeats, device))
@@ -137,3 +135,24 @@ def measure_profile(pair, max_nodes: int = 64, context_length: int = 128, repeat
         draft_s = _timed(draft, repeats, device)
     return LatencyProfile(sizes=list(sizes), verify_s=verify_s, draft_s=draft_s, device=str(device),
                           pair=pair.name, context_length=context_length)
+
+
+_PROFILES: dict[tuple, LatencyProfile] = {}
+
+
+def cached_profile(pair, max_nodes: int) -> LatencyProfile:
+    """The pair's saved profile for this device (`python -m taps.profile`) when it covers
+    `max_nodes`; otherwise one measured once per (pair, device, size range) in this process."""
+    key = (id(pair), str(pair.device), max_nodes)
+    if key not in _PROFILES:
+        saved = profile_path(pair.name, str(pair.device))
+        profile = None
+        if saved.exists():
+            try:
+                profile = LatencyProfile.load(saved)
+            except (ValueError, OSError, TypeError):
+                profile = None
+        if profile is None or max(profile.sizes) < max_nodes:
+            profile = measure_profile(pair, max_nodes=max_nodes, repeats=3)
+        _PROFILES[key] = profile
+    return _PROFILES[key]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from torch import nn
 
+from .config import ESTIMATORS
 from .pool import Lattice
 from .scorer import TapsScorer
 from .tree import DraftTree, accumulate_down
@@ -138,4 +139,14 @@ class LearnedEstimator(Estimator):
         return normalise_siblings(pool.parents, self.scorer.edge_probs(pool, lattice, self.embed))
 
 
-ESTIMATORS = ("marginal", "online", "learned")
+def make_estimator(name: str, pair=None) -> Estimator:
+    """A fresh estimator for one session (the online one learns from that session's rounds)."""
+    if name == "marginal":
+        return MarginalEstimator()
+    if name == "online":
+        return OnlineEstimator()
+    if name == "learned":
+        if pair is None or pair.scorer is None:
+            raise ValueError("the 'learned' estimator needs a trained TAPS scorer, and this pair has none")
+        return LearnedEstimator(pair.scorer, pair.target.get_input_embeddings())
+    raise ValueError(f"unknown estimator '{name}': choose one of {', '.join(ESTIMATORS)}")

@@ -19,8 +19,11 @@ from typing import Callable
 
 import numpy as np
 
-from .session import DecodeConfig, DecodeSession, Round, greedy_continuation
+from .config import DecodeConfig
+from .record import Round
+from .reference import greedy_continuation
 from .selectors import top_by_reach
+from .session import DecodeSession
 
 SCORES = {"marginal": "pool_path_marginal", "reach": "pool_reach"}
 

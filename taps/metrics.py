@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .session import STAGES, Round
+from .record import STAGES, Round
 
 
 @dataclass

@@ -1,22 +1,34 @@
-"""Side-by-side runs: every selector x estimator x budget on the same prompts, AR alongside.
+"""Side-by-side runs: selectors x estimators x budgets on the same prompts, AR alongside.
 
-Used by `python -m taps compare` and by the benchmark suite. For each prompt, AR runs first in the
-same process; each other run's speed-up is its tokens/s over that AR run's, and `lossless` says
-whether its tokens equal AR's (at T=0 they must; at T>0 with the same seed too).
+The one run path of the command line (`python -m taps compare`), the benchmark and the app's race
+and sweep: for each prompt AR runs first, in the same process; each other run's speed-up is its
+tokens/s over that AR run's, and `lossless` says whether its tokens equal AR's (at T=0 they must;
+at T>0 with the same seed too). Every run gives one `RunRow`.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable
 
+from .config import DecodeConfig
 from .costs import LatencyProfile
-from .metrics import speedup, summarize
+from .metrics import RunSummary, speedup, summarize
 from .pair import ModelPair
-from .session import DecodeConfig, DecodeSession
+from .record import Round
+from .session import DecodeSession
+
+
+def run_label(selector: str, estimator: str = "", budget: int | None = None) -> str:
+    """A run's name in tables, legends and progress lines: `ar`, `ddtree@16`, `taps/online@16`
+    (without the budget when it is the same for every run shown)."""
+    name = f"taps/{estimator}" if selector == "taps" else selector
+    return name if selector == "ar" or budget is None else f"{name}@{budget}"
+
+
+def runnable_selectors(selectors: Iterable[str], temperature: float) -> list[str]:
+    """The tree selectors that can run at this temperature (the oracle is greedy only), AR left out."""
+    return [s for s in dict.fromkeys(selectors) if s != "ar" and not (s == "oracle" and temperature > 0)]
 
 
 @dataclass
@@ -27,30 +39,14 @@ class Job:
 
     @property
     def label(self) -> str:
-        if self.selector == "taps":
-            return f"taps/{self.estimator}@{self.budget}"
-        return self.selector if self.selector == "ar" else f"{self.selector}@{self.budget}"
+        return run_label(self.selector, self.estimator, None if self.selector == "ar" else self.budget)
 
 
-def read_prompts(path: str | Path) -> list[dict]:
-    """JSONL lines {"id": ..., "prompt": ...}; clear errors for anything else."""
-    prompts = []
-    for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
-        if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
-            raise ValueError(f"{path}:{n}: each line needs a string field 'prompt'")
-        prompts.append({"id": str(item.get("id", n)), "prompt": item["prompt"]})
-    if not prompts:
-        raise ValueError(f"{path} holds no prompts")
-    return prompts
+AR_JOB = Job("ar", "none", 1)
 
 
 def plan_jobs(selectors: Iterable[str], budgets: Iterable[int], estimators: Iterable[str]) -> list[Job]:
+    """Every tree selector x budget (x estimator for TAPS); AR is not a job, it always runs first."""
     jobs = []
     for selector in selectors:
         if selector == "ar":
@@ -59,6 +55,56 @@ def plan_jobs(selectors: Iterable[str], budgets: Iterable[int], estimators: Iter
             for estimator in (estimators if selector == "taps" else ["marginal"]):
                 jobs.append(Job(selector, estimator, budget))
     return jobs
+
+
+@dataclass
+class RunRow:
+    """One run of one prompt: what every table, CSV and plot of runs is built from."""
+
+    prompt_id: str
+    selector: str
+    estimator: str
+    budget: int
+    token_ids: list[int]
+    text: str
+    tau: float
+    tokens_per_s: float
+    speedup_vs_ar: float
+    waste_share: float
+    verified_nodes: int
+    rounds: int
+    new_tokens: int
+    select_share: float
+    expected_tau: float
+    lossless: bool
+    time_s: float
+    stage_shares: dict[str, float] = field(default_factory=dict)
+    round_records: list[dict] | None = None
+
+    @property
+    def label(self) -> str:
+        return run_label(self.selector, self.estimator)
+
+    @classmethod
+    def of(cls, prompt_id: str, job: Job, session: DecodeSession, summary: RunSummary, ar_rate: float,
+           ar_tokens: list[int], keep_rounds: bool = False) -> "RunRow":
+        return cls(prompt_id=prompt_id, selector=job.selector, estimator=job.estimator, budget=job.budget,
+                   token_ids=session.generated, text=session.text, tau=summary.tau,
+                   tokens_per_s=summary.tokens_per_s, speedup_vs_ar=speedup(summary.tokens_per_s, ar_rate),
+                   waste_share=summary.waste_share, verified_nodes=summary.verified_nodes, rounds=summary.rounds,
+                   new_tokens=summary.new_tokens, select_share=summary.select_share,
+                   expected_tau=summary.expected_tau, lossless=session.generated == ar_tokens,
+                   time_s=summary.time_s, stage_shares=summary.stage_shares,
+                   round_records=[r.to_dict() for r in session.rounds] if keep_rounds else None)
+
+    def as_dict(self) -> dict:
+        """A flat dict (JSON, CSV): stage shares as `<stage>_time_share`, plus `label`."""
+        row = asdict(self)
+        row.update({f"{k}_time_share": v for k, v in row.pop("stage_shares").items()})
+        if row["round_records"] is None:
+            row.pop("round_records")
+        row["label"] = self.label
+        return row
 
 
 def warm_up(pair: ModelPair, config: DecodeConfig) -> None:
@@ -71,40 +117,26 @@ def warm_up(pair: ModelPair, config: DecodeConfig) -> None:
 
 
 def run_prompt(pair: ModelPair, prompt: dict, jobs: list[Job], config: DecodeConfig,
-               profile: LatencyProfile | None = None, on_result: Callable[[dict], None] | None = None,
-               keep_rounds: bool = False) -> list[dict]:
-    """AR, then every job, on one prompt; one result row per run."""
-    rows = []
-    ar = DecodeSession(pair, prompt["prompt"], config, selector="ar")
-    ar.run()
-    ar_summary = summarize(ar.rounds)
-    ar_tokens = ar.generated
-
-    def row_for(job: Job, session: DecodeSession) -> dict:
-        s = summarize(session.rounds)
-        row = {"prompt_id": prompt["id"], "selector": job.selector, "estimator": job.estimator,
-               "budget": job.budget, "token_ids": session.generated, "text": session.text,
-               "tau": s.tau, "tokens_per_s": s.tokens_per_s,
-               "speedup_vs_ar": speedup(s.tokens_per_s, ar_summary.tokens_per_s),
-               "waste_share": s.waste_share, "verified_nodes": s.verified_nodes, "rounds": s.rounds,
-               "new_tokens": s.new_tokens, "select_share": s.select_share, "expected_tau": s.expected_tau,
-               "lossless": session.generated == ar_tokens, "time_s": s.time_s,
-               **{f"{k}_time_share": v for k, v in s.stage_shares.items()}}
-        if keep_rounds:
-            row["round_records"] = [r.to_dict() for r in session.rounds]
-        return row
-
-    ar_job = Job("ar", "none", 1)
-    rows.append(row_for(ar_job, ar))
-    if on_result:
-        on_result(rows[-1])
-    for job in jobs:
-        session = DecodeSession(pair, prompt["prompt"], config, profile=profile,
-                                oracle_tokens=ar_tokens if job.selector == "oracle" else None,
-                                selector=job.selector, estimator=job.estimator, budget=job.budget)
-        session.run()
-        rows.append(row_for(job, session))
-        if on_result:
+               profile: LatencyProfile | None = None, on_result: Callable[[RunRow], None] | None = None,
+               on_round: Callable[[Job, DecodeSession, Round], None] | None = None,
+               keep_rounds: bool = False) -> list[RunRow]:
+    """AR, then every job, on one prompt; one RunRow per run. `on_round(job, session, round)` after
+    every round (live counters), `on_result(row)` after every run (progress, journals)."""
+    rows: list[RunRow] = []
+    ar_rate, ar_tokens = 0.0, None
+    for job in [AR_JOB, *jobs]:
+        settings = config.with_run("ar") if job is AR_JOB else config.with_run(job.selector, job.estimator, job.budget)
+        session = DecodeSession(pair, prompt["prompt"], settings, profile=profile,
+                                oracle_tokens=ar_tokens if job.selector == "oracle" else None)
+        while not session.finished:
+            record = session.step()
+            if on_round is not None:
+                on_round(job, session, record)
+        summary = summarize(session.rounds)
+        if job is AR_JOB:
+            ar_rate, ar_tokens = summary.tokens_per_s, session.generated
+        rows.append(RunRow.of(prompt["id"], job, session, summary, ar_rate, ar_tokens, keep_rounds))
+        if on_result is not None:
             on_result(rows[-1])
     return rows
 
@@ -119,12 +151,13 @@ def aggregate(rows: list[dict]) -> list[dict]:
     for (selector, estimator, budget), items in groups.items():
         rate = _rate(items)
         verified = sum(r["verified_nodes"] for r in items)
+        time_s = sum(r["time_s"] for r in items)
         out.append({
             "selector": selector, "estimator": estimator, "budget": budget,
             "tau": sum(r["new_tokens"] for r in items) / max(sum(r["rounds"] for r in items), 1),
             "tokens_per_s": rate, "speedup_vs_ar": speedup(rate, ar_rate),
             "waste_share": sum(r["waste_share"] * r["verified_nodes"] for r in items) / verified if verified else 0.0,
-            "select_share": sum(r["select_share"] * r["time_s"] for r in items) / max(sum(r["time_s"] for r in items), 1e-12),
+            "select_share": sum(r["select_share"] * r["time_s"] for r in items) / max(time_s, 1e-12),
             "lossless": all(r["lossless"] for r in items), "prompts": len(items)})
     return out
 
@@ -145,22 +178,3 @@ def format_table(summary: list[dict]) -> str:
                      f"{r['speedup_vs_ar']:>5.2f}x {100 * r['waste_share']:>6.1f}% {100 * r['select_share']:>7.1f}% "
                      f"{'yes' if r['lossless'] else 'NO'}")
     return "\n".join(lines)
-
-
-class Progress:
-    """A one-line progress report with an ETA, for long sweeps on a terminal."""
-
-    def __init__(self, total: int, stream=None):
-        import sys
-
-        self.total, self.done, self.t0 = total, 0, time.perf_counter()
-        self.stream = stream or sys.stderr
-
-    def tick(self, label: str) -> None:
-        self.done += 1
-        elapsed = time.perf_counter() - self.t0
-        eta = elapsed / self.done * (self.total - self.done)
-        self.stream.write(f"\r[{self.done}/{self.total}] {label:<28} elapsed {elapsed:6.0f}s  ETA {eta:6.0f}s")
-        self.stream.flush()
-        if self.done == self.total:
-            self.stream.write("\n")

@@ -1,7 +1,9 @@
 """Selectors: which draft nodes the target verifies this round. One small class each.
 
-Every selector returns a `Selection`: the candidate pool it considered (a DraftTree, for display)
-and the pool indices it chose (root first, prefix-closed, at most `budget` draft nodes).
+Every selector works in three steps, which the session times as the stages of the same names:
+    pool      the candidate DraftTree it considers (shown in the app, root first, topological)
+    estimate  a reach per pool node (default: the marginal product, DDTree's score)
+    select    the pool indices to verify: root first, sorted, prefix-closed, at most `budget`
 
 - `ar`:     no drafter; the root alone (plain autoregressive decoding).
 - `dflash`: the drafter's argmax path.
@@ -16,68 +18,59 @@ and the pool indices it chose (root first, prefix-closed, at most `budget` draft
 from __future__ import annotations
 
 import heapq
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from .config import SELECTORS, TAPS_MODES, DecodeConfig
 from .costs import LatencyProfile
 from .estimate import Estimator
 from .pool import Lattice, candidate_pool, tree_from_nodes
 from .tree import DraftTree
 
-SELECTORS = ("ar", "dflash", "ddtree", "taps", "oracle")
-TAPS_MODES = ("cost", "reach", "utility")
+__all__ = ["SELECTORS", "TAPS_MODES", "RoundContext", "Selector", "make_selector", "top_by_reach",
+           "ddtree_nodes", "utility_selection"]
 
 
 @dataclass
-class SelectContext:
-    """What a selector may read besides the lattice."""
+class RoundContext:
+    """What a selector may read besides the lattice and the settings: this session's estimator
+    and latency profile, and (oracle only) the target's continuation after the root."""
 
     estimator: Estimator | None = None
     profile: LatencyProfile | None = None
-    future_tokens: list[int] | None = None   # oracle: the target's continuation after the root
-    top_k: int = 64
-    beam_width: int = 48
-    pool_cap: int = 768
-    score_cap: int = 0          # 0: the estimator scores the whole pool
-    taps_mode: str = "cost"
-    lambda_node: float = 1.0
-    lambda_depth: float = 0.002
-    endpoint_cap: int = 64
-
-
-@dataclass
-class Selection:
-    pool: DraftTree
-    selected: np.ndarray                      # pool indices, root (0) first, sorted
-    timings: dict[str, float] = field(default_factory=dict)   # pool / estimate / select seconds
+    future_tokens: list[int] | None = None
 
 
 class Selector:
     name = "base"
     needs_drafter = True
 
-    def select(self, root_token: int, lattice: Lattice | None, budget: int, ctx: SelectContext) -> Selection:
+    def pool(self, root_token: int, lattice: Lattice | None, cfg: DecodeConfig, ctx: RoundContext) -> DraftTree:
         raise NotImplementedError
+
+    def estimate(self, pool: DraftTree, lattice: Lattice | None, cfg: DecodeConfig, ctx: RoundContext) -> np.ndarray:
+        return pool.reach                      # the marginal product, set when the pool was built
+
+    def select(self, pool: DraftTree, cfg: DecodeConfig, ctx: RoundContext) -> np.ndarray:
+        """By default the pool's first min(budget, size) draft nodes (pools built in verify order)."""
+        return np.arange(min(cfg.budget, pool.size) + 1)
 
 
 class AutoregressiveSelector(Selector):
     name = "ar"
     needs_drafter = False
 
-    def select(self, root_token, lattice, budget, ctx):
-        return Selection(DraftTree.root_only(root_token), np.array([0]))
+    def pool(self, root_token, lattice, cfg, ctx):
+        return DraftTree.root_only(root_token)
 
 
 class DFlashSelector(Selector):
     name = "dflash"
 
-    def select(self, root_token, lattice, budget, ctx):
-        t0 = time.perf_counter()
-        length = min(budget, lattice.depth)
-        pool = tree_from_nodes(root_token, [(d - 1, d, 0) for d in range(1, length + 1)], lattice)
-        return Selection(pool, np.arange(length + 1), {"select": time.perf_counter() - t0})
+    def pool(self, root_token, lattice, cfg, ctx):
+        length = min(cfg.budget, lattice.depth)
+        return tree_from_nodes(root_token, [(d - 1, d, 0) for d in range(1, length + 1)], lattice)
 
 
 def ddtree_nodes(lattice: Lattice, budget: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
@@ -105,13 +98,14 @@ def ddtree_nodes(lattice: Lattice, budget: int) -> tuple[list[tuple[int, int, in
 
 
 class DDTreeSelector(Selector):
+    """The heap's popped nodes come first in the pool and its frontier after them, so `select`
+    takes the first min(budget, pool size) nodes: exactly the nodes the heap popped."""
+
     name = "ddtree"
 
-    def select(self, root_token, lattice, budget, ctx):
-        t0 = time.perf_counter()
-        chosen, frontier = ddtree_nodes(lattice, budget)
-        pool = tree_from_nodes(root_token, chosen + frontier, lattice)
-        return Selection(pool, np.arange(len(chosen) + 1), {"select": time.perf_counter() - t0})
+    def pool(self, root_token, lattice, cfg, ctx):
+        chosen, frontier = ddtree_nodes(lattice, cfg.budget)
+        return tree_from_nodes(root_token, chosen + frontier, lattice)
 
 
 def top_by_reach(reach: np.ndarray, count: int) -> np.ndarray:
@@ -158,45 +152,42 @@ def utility_selection(pool: DraftTree, reach: np.ndarray, budget: int, lambda_no
 class TapsSelector(Selector):
     name = "taps"
 
-    def select(self, root_token, lattice, budget, ctx):
+    def pool(self, root_token, lattice, cfg, ctx):
+        pool = candidate_pool(root_token, lattice, cfg.top_k, cfg.beam_width, cfg.pool_cap)
+        if 0 < cfg.score_cap < pool.size:
+            # keep the best nodes by marginal path score: prefix-closed, and cheaper to score
+            pool = pool.subtree(top_by_reach(np.exp(pool.path_logprob), cfg.score_cap))
+        return pool
+
+    def estimate(self, pool, lattice, cfg, ctx):
         if ctx.estimator is None:
             raise ValueError("the taps selector needs an estimator")
-        t0 = time.perf_counter()
-        pool = candidate_pool(root_token, lattice, ctx.top_k, ctx.beam_width, ctx.pool_cap)
-        if 0 < ctx.score_cap < pool.size:
-            # keep the best nodes by marginal path score: prefix-closed, and cheaper to score
-            pool = pool.subtree(top_by_reach(np.exp(pool.path_logprob), ctx.score_cap))
-        t1 = time.perf_counter()
-        pool.reach = ctx.estimator.reach(pool, lattice)
-        t2 = time.perf_counter()
-        if ctx.taps_mode == "utility":
-            selected = utility_selection(pool, pool.reach, budget, ctx.lambda_node, ctx.lambda_depth,
-                                         ctx.endpoint_cap)
-        else:
-            size = min(budget, pool.size)
-            if ctx.taps_mode == "cost" and ctx.profile is not None:
-                size = ctx.profile.best_size(np.sort(pool.reach[1:])[::-1], size)
-            selected = top_by_reach(pool.reach, size)
-        t3 = time.perf_counter()
-        return Selection(pool, selected, {"pool": t1 - t0, "estimate": t2 - t1, "select": t3 - t2})
+        return ctx.estimator.reach(pool, lattice)
+
+    def select(self, pool, cfg, ctx):
+        if cfg.taps_mode == "utility":
+            return utility_selection(pool, pool.reach, cfg.budget, cfg.lambda_node, cfg.lambda_depth,
+                                     cfg.endpoint_cap)
+        size = min(cfg.budget, pool.size)
+        if cfg.taps_mode == "cost" and ctx.profile is not None:
+            size = ctx.profile.best_size(np.sort(pool.reach[1:])[::-1], size)
+        return top_by_reach(pool.reach, size)
 
 
 class OracleSelector(Selector):
     name = "oracle"
 
-    def select(self, root_token, lattice, budget, ctx):
+    def pool(self, root_token, lattice, cfg, ctx):
         if ctx.future_tokens is None:
             raise ValueError("the oracle needs the target's continuation (run autoregressive decoding first)")
-        t0 = time.perf_counter()
-        k = min(ctx.top_k, lattice.width)
+        k = min(cfg.top_k, lattice.width)
         nodes = []
-        for depth in range(1, min(budget, lattice.depth, len(ctx.future_tokens)) + 1):
+        for depth in range(1, min(cfg.budget, lattice.depth, len(ctx.future_tokens)) + 1):
             hits = np.flatnonzero(lattice.tokens[depth - 1, :k] == ctx.future_tokens[depth - 1])
             if hits.size == 0:
                 break
             nodes.append((depth - 1, depth, int(hits[0])))
-        pool = tree_from_nodes(root_token, nodes, lattice)
-        return Selection(pool, np.arange(len(nodes) + 1), {"select": time.perf_counter() - t0})
+        return tree_from_nodes(root_token, nodes, lattice)
 
 
 def make_selector(name: str) -> Selector:

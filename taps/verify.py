@@ -70,15 +70,42 @@ def walk(tree: DraftTree, logits: torch.Tensor, temperature: float,
         node = child
 
 
+def trim_cache(cache: DynamicCache, length: int) -> None:
+    """Drop every cached position from `length` on (transformers' crop takes a count to remove)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
+
+
 def compact_cache(cache: DynamicCache, past_length: int, keep: list[int]) -> None:
     """Keep the cached context plus the tree entries at `keep` (relative to the tree), in order."""
-    contiguous = keep == list(range(len(keep)))
+    if keep == list(range(len(keep))):   # a chain accepted from the start: drop the tail only
+        trim_cache(cache, past_length + len(keep))
+        return
+    index = None
     for layer in cache.layers:
-        if contiguous:  # a chain accepted from the start: drop the tail only
-            layer.keys = layer.keys[..., : past_length + len(keep), :]
-            layer.values = layer.values[..., : past_length + len(keep), :]
-            continue
-        index = torch.as_tensor(list(range(past_length)) + [past_length + k for k in keep],
-                                device=layer.keys.device)
+        if index is None:
+            index = torch.as_tensor(list(range(past_length)) + [past_length + k for k in keep],
+                                    device=layer.keys.device)
         layer.keys = layer.keys.index_select(-2, index)
         layer.values = layer.values.index_select(-2, index)
+
+
+def edge_feedback(pool: DraftTree, selected: np.ndarray, logits: torch.Tensor, temperature: float) -> np.ndarray:
+    """Per pool node, the target's verdict on it given its parent reached: 1/0 (is it the target's
+    argmax) at T=0, the target's probability of it at T>0; NaN where the parent was not verified.
+    This is what the online estimator learns from."""
+    row_of = np.full(len(pool.tokens), -1)
+    row_of[selected] = np.arange(len(selected))
+    targets = np.full(len(pool.tokens), np.nan)
+    nodes = np.flatnonzero(row_of[pool.parents[1:]] >= 0) + 1
+    if nodes.size == 0:
+        return targets
+    rows = torch.as_tensor(row_of[pool.parents[nodes]], device=logits.device)
+    toks = torch.as_tensor(pool.tokens[nodes], device=logits.device)
+    if temperature > 0:
+        probs = torch.softmax(logits.float() / temperature, dim=-1)
+        targets[nodes] = probs[rows, toks].double().cpu().numpy()
+    else:
+        targets[nodes] = (logits.argmax(-1)[rows] == toks).double().cpu().numpy()
+    return targets

@@ -26,7 +26,7 @@ from plotly.subplots import make_subplots
 
 from .app_state import round_texts
 from .failures import compare_rankings, hindsight_status, target_path, visible_text
-from .session import STAGES, Round
+from .record import STAGES, Round
 from .toy import ToyTree, choose, descendants
 
 PALETTE = {"black": "#000000", "orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442",
@@ -142,8 +142,8 @@ def _edge_trace(pos, pairs, style: str, showlegend: bool | None = None, legendgr
         xs += [pos[a][0], pos[b][0], None]
         ys += [pos[a][1], pos[b][1], None]
     show = style in ("path", "waste", "bonus") if showlegend is None else showlegend
-    return go.Scatter(x=xs, y=ys, mode="lines", line=EDGE_STYLES[style], hoverinfo="skip", name=name or EDGE_NAMES[style],
-                      showlegend=show and bool(pairs), legendgroup=legendgroup or style)
+    return go.Scatter(x=xs, y=ys, mode="lines", line=EDGE_STYLES[style], hoverinfo="skip",
+                      name=name or EDGE_NAMES[style], showlegend=show and bool(pairs), legendgroup=legendgroup or style)
 
 
 def _node_trace(pos, nodes, style: str, color: list[float] | str | None, customdata, hovertemplate: str,
@@ -274,7 +274,7 @@ def ranking_comparison_figure(record: Round, budget: int | None = None, max_pool
              "<extra></extra>")
     panels = ((1, "marginal", comparison.by_marginal, record.pool_path_marginal),
               (2, "reach", comparison.by_reach, record.pool_reach))
-    for col, kind, chosen, score in panels:
+    for col, _kind, chosen, score in panels:
         chosen_set = set(chosen)
         first = col == 1
         fig.add_trace(_edge_trace(pos, [(record.pool_parents[v], v) for v in nodes[1:] if v not in chosen_set],

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import needs_png_export
 
 from taps import bench
 from taps import profile as taps_profile
 from taps.costs import LatencyProfile, profile_path
-
-from conftest import needs_png_export
 
 ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -37,9 +36,15 @@ def prompts_file(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def profile_out(tiny_pair_dir, tmp_path_factory) -> Path:
+    """`python -m taps.profile` into its own cache folder (the other tests keep the fixed profile)."""
     out = tmp_path_factory.mktemp("profile")
-    assert taps_profile.main(["--pair", str(tiny_pair_dir), "--device", "cpu", "--max-nodes", "16",
-                              "--context", "32", "--repeats", "2", "--out", str(out)]) == 0
+    shared = os.environ["TAPS_CACHE"]
+    os.environ["TAPS_CACHE"] = str(out / "cache")
+    try:
+        assert taps_profile.main(["--pair", str(tiny_pair_dir), "--device", "cpu", "--max-nodes", "16",
+                                  "--context", "32", "--repeats", "2", "--out", str(out)]) == 0
+    finally:
+        os.environ["TAPS_CACHE"] = shared
     return out
 
 
@@ -73,7 +78,7 @@ def test_profile_writes_curve_and_saves_it_for_sessions(profile_out):
     assert list(table[0]) == ["tree_size", "verify_ms", "draft_ms", "round_ms"]
     assert [int(r["tree_size"]) for r in table][-1] == 16
     assert all(float(r["verify_ms"]) > 0 for r in table) and float(table[0]["draft_ms"]) > 0
-    saved = LatencyProfile.load(profile_path("tiny-random", "cpu"))
+    saved = LatencyProfile.load(profile_out / "cache" / "profiles" / profile_path("tiny-random", "cpu").name)
     assert saved.sizes == LatencyProfile.load(profile_out / "profile.json").sizes
     assert max(saved.sizes) == 16 and saved.context_length == 32
 
@@ -141,11 +146,13 @@ def test_bench_resume_skips_finished_rows(bench_out, bench_args, tmp_path, capsy
 
 
 def test_bench_suites(monkeypatch, tmp_path):
-    name, prompts = bench.suite_prompts("humaneval")
+    from taps import prompts as suites
+
+    name, prompts = suites.suite_prompts("humaneval")
     assert name == "humaneval" and len(prompts) == 164 and prompts[0]["id"] == "HumanEval/0"
-    monkeypatch.setattr(bench, "EXAMPLES", tmp_path / "missing.jsonl")
+    monkeypatch.setattr(suites, "EXAMPLES_PATH", tmp_path / "missing.jsonl")
     with pytest.raises(FileNotFoundError, match="examples suite"):
-        bench.suite_prompts("examples")
+        suites.suite_prompts("examples")
 
 
 def _free_port() -> int:

@@ -40,6 +40,7 @@ def keep_screenshot(path: Path) -> None:
 def server(tiny_pair_dir, tmp_path_factory):
     port = free_port()
     folder = tmp_path_factory.mktemp("server")
+    shutil.copytree(os.environ["TAPS_CACHE"], folder / "cache")     # the fixed latency profiles
     env = dict(os.environ, TAPS_PAIR=str(tiny_pair_dir), TAPS_CACHE=str(folder / "cache"), OMP_NUM_THREADS="1",
                OMP_WAIT_POLICY="PASSIVE", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     log = (folder / "server.log").open("w")

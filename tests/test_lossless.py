@@ -20,45 +20,61 @@ NEW_TOKENS = 24
 prompts = st.lists(st.integers(min_value=2, max_value=95), min_size=1, max_size=40)
 
 
-def _check_all(pair, prompt, block_size, temperature=0.0, seed=0, taps_modes=("cost",)):
+def _reference(pair, prompt, temperature, seed):
     if temperature == 0:
-        reference = greedy_continuation(pair, prompt, NEW_TOKENS)
-    else:
-        reference = sample_continuation(pair, prompt, NEW_TOKENS, temperature, seed)
+        return greedy_continuation(pair, prompt, NEW_TOKENS)
+    return sample_continuation(pair, prompt, NEW_TOKENS, temperature, seed)
+
+
+def _check_run(pair, prompt, reference, selector, estimator, budget, block_size, temperature, seed, mode,
+               score_cap=0):
+    session = DecodeSession(pair, prompt, selector=selector, estimator=estimator, budget=budget,
+                            block_size=block_size, temperature=temperature, seed=seed, max_new_tokens=NEW_TOKENS,
+                            stop_at_eos=False, taps_mode=mode, score_cap=score_cap,
+                            oracle_tokens=reference if selector == "oracle" else None)
+    session.run()
+    assert session.generated == reference, (selector, estimator, budget, block_size, mode, score_cap)
+    assert all(r.verified_nodes <= budget for r in session.rounds)
+    assert sum(r.tau for r in session.rounds) == NEW_TOKENS
+    if score_cap:
+        assert all(len(r.pool_tokens) - 1 <= score_cap for r in session.rounds)
+
+
+def _check_all(pair, prompt, block_size, temperature=0.0, seed=0, taps_modes=("cost",)):
+    """The full cross product: every selector x every budget x every TAPS mode, with and without a
+    score cap (the slow suite)."""
+    reference = _reference(pair, prompt, temperature, seed)
     for selector, estimator in RUNS:
         if selector == "oracle" and temperature > 0:
             continue
         for budget in BUDGETS:
             for mode in (taps_modes if selector == "taps" else ("cost",)):
-                session = DecodeSession(pair, prompt, selector=selector, estimator=estimator, budget=budget,
-                                        block_size=block_size, temperature=temperature, seed=seed,
-                                        max_new_tokens=NEW_TOKENS, stop_at_eos=False, taps_mode=mode,
-                                        oracle_tokens=reference if selector == "oracle" else None)
-                session.run()
-                assert session.generated == reference, (selector, estimator, budget, block_size, mode)
+                _check_run(pair, prompt, reference, selector, estimator, budget, block_size, temperature, seed, mode)
                 if selector == "taps":
-                    capped = DecodeSession(pair, prompt, selector=selector, estimator=estimator, budget=budget,
-                                           block_size=block_size, temperature=temperature, seed=seed,
-                                           max_new_tokens=NEW_TOKENS, stop_at_eos=False, taps_mode=mode,
-                                           score_cap=max(budget, 4))
-                    capped.run()
-                    assert capped.generated == reference, ("score_cap", estimator, budget, block_size, mode)
-                    assert all(len(r.pool_tokens) - 1 <= max(budget, 4) for r in capped.rounds)
-                for r in session.rounds:
-                    assert r.verified_nodes <= budget
-                    assert sum(r.tau for r in session.rounds) == NEW_TOKENS
+                    _check_run(pair, prompt, reference, selector, estimator, budget, block_size, temperature, seed,
+                               mode, score_cap=max(budget, 4))
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(prompt=prompts, block_size=st.sampled_from([3, 8]))
-def test_greedy_equals_plain_greedy(tiny_pair, prompt, block_size):
-    _check_all(tiny_pair, prompt, block_size, taps_modes=("cost", "reach", "utility"))
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prompt=prompts, block_size=st.sampled_from([3, 8]), budget=st.sampled_from(BUDGETS),
+       mode=st.sampled_from(("cost", "reach", "utility")), capped=st.booleans())
+def test_greedy_equals_plain_greedy(tiny_pair, prompt, block_size, budget, mode, capped):
+    """Every selector on a drawn prompt, block size, budget and TAPS mode (the slow suite runs the
+    whole cross product)."""
+    reference = _reference(tiny_pair, prompt, 0.0, 0)
+    for selector, estimator in RUNS:
+        _check_run(tiny_pair, prompt, reference, selector, estimator, budget, block_size, 0.0, 0,
+                   mode if selector == "taps" else "cost", max(budget, 4) if capped and selector == "taps" else 0)
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(prompt=prompts, seed=st.integers(0, 2**16), temperature=st.sampled_from([0.7, 1.0, 1.5]))
-def test_sampling_equals_plain_sampling(tiny_pair, prompt, seed, temperature):
-    _check_all(tiny_pair, prompt, 8, temperature=temperature, seed=seed)
+@given(prompt=prompts, seed=st.integers(0, 2**16), temperature=st.sampled_from([0.7, 1.0, 1.5]),
+       budget=st.sampled_from(BUDGETS))
+def test_sampling_equals_plain_sampling(tiny_pair, prompt, seed, temperature, budget):
+    reference = _reference(tiny_pair, prompt, temperature, seed)
+    for selector, estimator in RUNS:
+        if selector != "oracle":
+            _check_run(tiny_pair, prompt, reference, selector, estimator, budget, 8, temperature, seed, "cost")
 
 
 def test_float32_greedy_is_lossless_on_text(tiny_pair_f32):

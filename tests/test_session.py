@@ -90,6 +90,6 @@ def test_select_share_counts_pool_estimate_and_select(tiny_pair):
 
     rows = run_prompt(tiny_pair, {"id": "p", "prompt": "def f(x):"}, [Job("taps", "online", 16)],
                       DecodeConfig(max_new_tokens=12, stop_at_eos=False))
-    row = rows[-1]
+    row = rows[-1].as_dict()
     parts = row["pool_time_share"] + row["estimate_time_share"] + row["select_time_share"]
     assert abs(row["select_share"] - parts) < 1e-9 and row["pool_time_share"] > 0

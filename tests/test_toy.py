@@ -9,8 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taps.toy import (PRESETS, acceptance_curve, build_toy_tree, choose, descendants, expected_tokens,
-                      format_marginals, parse_marginals, ranking_table)
+from taps.toy import (
+    PRESETS,
+    acceptance_curve,
+    build_toy_tree,
+    choose,
+    descendants,
+    expected_tokens,
+    format_marginals,
+    parse_marginals,
+    ranking_table,
+)
 
 
 def is_prefix_closed(parents, chosen) -> bool:

@@ -12,12 +12,32 @@ import pytest
 pytest.importorskip("plotly", reason="the app's packages are not installed (a bare GPU server)")
 
 from conftest import needs_png_export
+
 from taps import DecodeConfig, DecodeSession, PairError, Round, viz
-from taps.app_state import (ArBaseline, best_budgets, counters, example_prompts, humaneval_prompts,
-                            load_pair_from_source, load_run, metrics_csv, parse_prompt_text, race, round_texts,
-                            run_json, session_matches, sweep, validate_round)
-from taps.failures import (compare_rankings, explain_round, find_failures, hindsight_status, left_pool_depth,
-                           probe_round, target_path)
+from taps.app_state import (
+    ArBaseline,
+    best_budgets,
+    counters,
+    load_pair_from_source,
+    load_run,
+    metrics_csv,
+    race,
+    round_texts,
+    run_json,
+    session_matches,
+    sweep,
+)
+from taps.failures import (
+    compare_rankings,
+    explain_round,
+    find_failures,
+    hindsight_status,
+    left_pool_depth,
+    probe_round,
+    target_path,
+)
+from taps.prompts import example_prompts, humaneval_prompts, parse_prompt_text
+from taps.record import validate_round
 
 
 def synthetic_round(bonus_token: int = 14, **changes) -> Round:
@@ -333,7 +353,7 @@ def test_race_and_sweep(tiny_pair_f32):
     config = DecodeConfig(budget=8, max_new_tokens=10, stop_at_eos=False)
     calls = []
     rows = race(tiny_pair_f32, "def h(", config, ["dflash", "ddtree", "taps", "oracle"],
-                on_round=lambda name, session, record: calls.append(name))
+                on_round=lambda job, session, record: calls.append(job.selector))
     assert [r["label"] for r in rows] == ["ar", "dflash", "ddtree", "taps/online", "oracle"]
     assert all(r["lossless"] for r in rows) and rows[0]["speedup_vs_ar"] == pytest.approx(1.0)
     assert all(r["new_tokens"] == 10 for r in rows) and calls.count("ar") == 10

@@ -33,7 +33,7 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
 def _scale(module: torch.nn.Module, std: float, seed: int) -> None:
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for name, p in module.named_parameters():
+        for p in module.parameters():
             if p.dim() >= 2:
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * std)
 

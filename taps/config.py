@@ -1,0 +1,147 @@
+"""Decode settings: one `DecodeConfig`, its limits and its help texts.
+
+Everything that reads or offers a decode setting derives from this module: the session validates
+with `DecodeConfig.validate`, the command line builds its flags from `FIELDS` (`add_config_flags`),
+and the app's pages take their defaults, limits and help from `field_spec`. A value out of range
+gets the same message wherever it was typed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from typing import Any
+
+SELECTORS = ("ar", "dflash", "ddtree", "taps", "oracle")
+ESTIMATORS = ("marginal", "online", "learned")
+TAPS_MODES = ("cost", "reach", "utility")
+
+MAX_BUDGET = 1024
+MAX_NEW_TOKENS = 4096
+MAX_TEMPERATURE = 5.0
+
+
+def _spec(default, help: str, lo=None, hi=None, choices=None, flag: bool = True) -> Any:
+    """A dataclass field with its limits and help text kept beside it."""
+    return field(default=default, metadata={"help": help, "min": lo, "max": hi, "choices": choices, "flag": flag})
+
+
+@dataclass
+class DecodeConfig:
+    selector: str = _spec("taps", "which nodes the target verifies each round", choices=SELECTORS)
+    budget: int = _spec(32, "draft nodes verified per round at most", 1, MAX_BUDGET)
+    temperature: float = _spec(0.0, "0: greedy; above 0: sampling, still lossless", 0.0, MAX_TEMPERATURE)
+    seed: int = _spec(0, "seed of the sampling draws (T > 0)", 0, 2**31 - 1)
+    max_new_tokens: int = _spec(128, "new tokens to generate at most", 1, MAX_NEW_TOKENS)
+    estimator: str = _spec("online", "TAPS's path-conditioned estimator", choices=ESTIMATORS)
+    taps_mode: str = _spec("cost", "TAPS tree size: cost (latency profile), reach (the budget's best nodes) or "
+                                   "utility (the authors' rule)", choices=TAPS_MODES)
+    block_size: int | None = _spec(None, "draft positions per round + 1 (default: the drafter's own)", 2)
+    top_k: int = _spec(64, "drafter tokens kept per depth (the lattice width)", 1)
+    beam_width: int = _spec(48, "TAPS pool: children kept per depth", 1)
+    pool_cap: int = _spec(768, "TAPS pool: nodes at most", 1)
+    score_cap: int = _spec(0, "TAPS: let the estimator score only the best N pool nodes by marginal (0: the whole "
+                              "pool)", 0)
+    lambda_node: float = _spec(1.0, "utility mode: cost per node", 0.0)
+    lambda_depth: float = _spec(0.002, "utility mode: cost per node and depth", 0.0)
+    endpoint_cap: int = _spec(64, "utility mode: leaves at most", 1)
+    stop_at_eos: bool = _spec(True, "stop at end-of-text", flag=False)
+
+    def validate(self, pair=None) -> None:
+        """Raise ValueError with a clear message for any out-of-range setting (and, given a pair,
+        for settings the pair cannot run)."""
+        for f in fields(self):
+            check_value(f.name, getattr(self, f.name))
+        if self.lambda_node + self.lambda_depth <= 0:
+            raise ValueError("lambda_node and lambda_depth must not both be zero")
+        if self.selector == "oracle" and self.temperature > 0:
+            raise ValueError("the oracle is defined for greedy decoding only (temperature 0)")
+        if pair is None:
+            return
+        if self.selector != "ar":
+            if pair.drafter is None:
+                raise ValueError(f"the '{self.selector}' selector needs a drafter, and this pair has none")
+            if self.block_size is not None and self.block_size > pair.drafter.block_size:
+                raise ValueError(f"block_size must be from 2 to the drafter's {pair.drafter.block_size}, "
+                                 f"got {self.block_size!r}")
+        if self.selector == "taps" and self.estimator == "learned" and pair.scorer is None:
+            raise ValueError("the 'learned' estimator needs a trained TAPS scorer, and this pair has none")
+
+    def with_run(self, selector: str, estimator: str | None = None, budget: int | None = None) -> "DecodeConfig":
+        """These settings for another run of a race or sweep."""
+        return replace(self, selector=selector, estimator=estimator or self.estimator,
+                       budget=self.budget if budget is None else budget)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+FIELDS = {f.name: f for f in fields(DecodeConfig)}
+
+
+def default(name: str):
+    f = FIELDS[name]
+    return f.default if f.default is not MISSING else None
+
+
+def field_spec(name: str) -> dict:
+    """Default, min, max, choices and help of one setting (for pages and flags)."""
+    f = FIELDS[name]
+    return {"default": default(name), **{k: f.metadata[k] for k in ("min", "max", "choices", "help")}}
+
+
+def check_value(name: str, value) -> None:
+    """Raise ValueError, naming the setting and its range, when `value` is out of range."""
+    spec = field_spec(name)
+    if spec["choices"] is not None:
+        if value not in spec["choices"]:
+            kind = name.replace("_", " ").replace("taps mode", "TAPS mode")
+            raise ValueError(f"unknown {kind} '{value}': choose one of {', '.join(spec['choices'])}")
+        return
+    if value is None and spec["default"] is None:
+        return
+    kind = type(spec["default"]) if spec["default"] is not None else int
+    if kind is bool:
+        return
+    is_int = isinstance(value, int) and not isinstance(value, bool) or type(value).__name__.startswith("int")
+    if kind is int and not is_int:
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))
+                          and not type(value).__name__.startswith("float")):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    lo, hi = spec["min"], spec["max"]
+    number = float(value)
+    if math.isnan(number) or (lo is not None and number < lo) or (hi is not None and number > hi):
+        raise ValueError(f"{name} must be {_range(lo, hi)}, got {value!r}")
+
+
+def _range(lo, hi) -> str:
+    if lo is not None and hi is not None:
+        return f"from {lo} to {hi}"
+    return f"at least {lo}" if lo is not None else f"at most {hi}"
+
+
+def add_config_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
+    """One `--name` flag per decode setting (defaults, limits and help from DecodeConfig), plus
+    `--ignore-eos`. `exclude` leaves out settings a command takes another way."""
+    for f in fields(DecodeConfig):
+        if f.name in exclude or not f.metadata["flag"]:
+            continue
+        spec = field_spec(f.name)
+        kind = type(spec["default"]) if spec["default"] is not None else int
+        limits = _range(spec["min"], spec["max"]) if spec["min"] is not None or spec["max"] is not None else ""
+        help_text = spec["help"] + (f" ({limits})" if limits else "") + f"; default {spec['default']}"
+        parser.add_argument("--" + f.name.replace("_", "-"), type=kind if spec["choices"] is None else str,
+                            choices=spec["choices"], default=spec["default"], help=help_text)
+    parser.add_argument("--ignore-eos", action="store_true",
+                        help="generate exactly --max-new-tokens (do not stop at end-of-text), as fixed-length "
+                             "benchmarks do")
+
+
+def config_from_args(args: argparse.Namespace, **overrides) -> DecodeConfig:
+    """The DecodeConfig that parsed flags describe (settings a command does not offer keep their defaults)."""
+    values = {name: getattr(args, name) for name in FIELDS if hasattr(args, name)}
+    values["stop_at_eos"] = not getattr(args, "ignore_eos", False)
+    values.update(overrides)
+    return DecodeConfig(**values)

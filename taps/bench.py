@@ -50,18 +50,21 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from . import costs
 from .__main__ import _csv, add_decode_arguments, add_pair_arguments, decode_config, load_from_args, load_profile
-from .costs import LatencyProfile, profile_path
+from .costs import LatencyProfile, profile_path, saved_profile
 from .estimate import ESTIMATORS
 from .metrics import speedup
 from .prompts import SUITES, suite_prompts
 from .runner import Job, aggregate, format_table, plan_jobs, run_label, run_prompt, warm_up
 from .selectors import SELECTORS
+from .session import uses_profile
 
 SUMMARY_COLUMNS = ["selector", "estimator", "budget", "tau", "tokens_per_s", "speedup_vs_ar", "waste_share",
                    "select_share", "lossless", "prompts"]
 DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperature", "seed", "block_size",
-                          "taps_mode", "top_k", "beam_width", "pool_cap", "ignore_eos", "score_cap")
+                          "taps_mode", "ddtree_mode", "top_k", "beam_width", "pool_cap", "ignore_eos", "score_cap",
+                          "threads")
 AR_KEY = ("ar", "none", 1)
 
 
@@ -204,9 +207,9 @@ def machine_info(pair) -> dict:
                 break
     except OSError:
         pass
-    info = {"cpu": cpu, "cores": os.cpu_count(), "os": platform.platform(terse=True),
-            "python": platform.python_version(), "torch": torch.__version__, "device": str(pair.device),
-            "dtype": str(pair.dtype).replace("torch.", "")}
+    info = {"cpu": cpu, "cores": os.cpu_count(), "threads": torch.get_num_threads(),
+            "os": platform.platform(terse=True), "python": platform.python_version(), "torch": torch.__version__,
+            "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", "")}
     if pair.device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(pair.device)
     return info
@@ -222,7 +225,8 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
     lines = [f"# Benchmark: {meta['suite']} prompts, pair {pair['name']}", "",
              f"- Date: {meta['date']}",
              f"- Command: `{meta['command']}`",
-             f"- Machine: {machine['cpu']}, {machine['cores']} cores, {machine['os']}; Python {machine['python']}, "
+             f"- Machine: {machine['cpu']}, {machine['cores']} cores ({machine.get('threads', '?')} torch threads), "
+             f"{machine['os']}; Python {machine['python']}, "
              f"torch {machine['torch']}",
              f"- Device: {device}, {machine['dtype']}",
              f"- Pair: {pair['name']}: target {millions(pair['target_params'])} parameters, drafter "
@@ -234,7 +238,8 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
                 f"tokens in the context: {', '.join(str(s['id']) for s in meta['skipped'][:8])}"
                 + (" ..." if len(meta["skipped"]) > 8 else "") if meta["skipped"] else ""),
              f"- Decoding: up to {meta['max_new_tokens']} new tokens, temperature {meta['temperature']}, "
-             f"seed {meta['seed']}; TAPS size choice '{meta['taps_mode']}'"
+             f"seed {meta['seed']}; TAPS size choice '{meta['taps_mode']}', DDTree size choice "
+             f"'{meta['ddtree_mode']}'"
              + (f", latency profile: {meta['profile_source']}" if meta["profile_source"] else ""),
              f"- Processes: {meta['world_size']}"
              + (" (torch.distributed; prompts split round-robin by rank; every speed-up compares runs in the "
@@ -371,7 +376,8 @@ class Group:
 def _settings(args, pair) -> dict:
     return {"pair": pair.name, "device": pair.device.type, "dtype": str(pair.dtype).replace("torch.", ""),
             "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
-            "block_size": args.block_size, "taps_mode": args.taps_mode, "top_k": args.top_k,
+            "block_size": args.block_size, "taps_mode": args.taps_mode, "ddtree_mode": args.ddtree_mode,
+            "threads": torch.get_num_threads(), "top_k": args.top_k,
             "beam_width": args.beam_width, "pool_cap": args.pool_cap, "ignore_eos": bool(args.ignore_eos),
             "score_cap": args.score_cap}
 
@@ -388,25 +394,18 @@ def _check_settings(out: Path, settings: dict) -> None:
     saved_path.write_text(json.dumps(settings, indent=2))
 
 
-def _taps_profile(args, pair, max_budget: int) -> tuple[LatencyProfile | None, str]:
-    """The latency profile every TAPS run of the sweep uses: --profile, else the saved one for
-    this pair and device when it covers the largest budget, else one measured now."""
+def _sweep_profile(args, pair, max_budget: int) -> tuple[LatencyProfile | None, str]:
+    """The latency profile every cost-sized run of the sweep uses: --profile, else the saved one for
+    this pair, device, precision and thread count when it covers the largest budget, else one
+    measured now, before any run (and saved)."""
     profile = load_profile(args)
     if profile is not None:
-        return profile, f"from {args.profile}"
-    from .costs import cached_profile
-
-    saved = profile_path(pair.name, str(pair.device))
-    covered = False
-    if saved.exists():
-        try:
-            covered = max(LatencyProfile.load(saved).sizes) >= max_budget
-        except (ValueError, OSError, TypeError):
-            covered = False
-    profile = cached_profile(pair, max_nodes=max_budget)
-    if covered:
-        return profile, f"saved at {saved}"
-    return profile, f"measured at the start of this run (tree sizes up to {max(profile.sizes)})"
+        return profile, f"from {args.profile} ({profile.describe()})"
+    saved, why = saved_profile(pair, max_budget)
+    if saved is not None:
+        return saved, f"saved at {profile_path(pair)} ({saved.describe()})"
+    profile = costs.profile_for(pair, max_nodes=max_budget)
+    return profile, f"measured at the start of this run, before any timed run ({why})"
 
 
 # ---------------------------------------------------------------------------------------- the sweep
@@ -458,8 +457,8 @@ def _sweep(args, group: Group) -> int:
     mine = work[group.rank::group.world]
 
     profile, profile_source = None, ""
-    if any(job.selector == "taps" for job in jobs) and args.taps_mode == "cost":
-        found = _taps_profile(args, pair, max(args.budgets)) if group.rank == 0 else None
+    if any(uses_profile(config.with_run(job.selector, job.estimator, job.budget)) for job in jobs):
+        found = _sweep_profile(args, pair, max(args.budgets)) if group.rank == 0 else None
         profile, profile_source = group.broadcast(found)
 
     stream = sys.stderr if group.rank == 0 else io.StringIO()
@@ -515,7 +514,7 @@ def _sweep(args, group: Group) -> int:
             "command": " ".join(shlex.quote(a) for a in ["python", "-m", "taps.bench", *args.argv]),
             "machine": machine_info(pair), "pair": pair.describe(), "world_size": group.world,
             "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
-            "taps_mode": args.taps_mode, "profile_source": profile_source,
+            "taps_mode": args.taps_mode, "ddtree_mode": args.ddtree_mode, "profile_source": profile_source,
             "run_ids": sorted({r["run_id"] for r in plan_rows if r.get("run_id")})}
     (out / "summary.md").write_text(summary_markdown(summary, meta))
     plots = write_plots(summary, out, f"{suite}, {pair.name} on {pair.device}")

@@ -16,10 +16,18 @@ from typing import Any
 SELECTORS = ("ar", "dflash", "ddtree", "taps", "oracle")
 ESTIMATORS = ("marginal", "online", "learned")
 TAPS_MODES = ("cost", "reach", "utility")
+DDTREE_MODES = ("budget", "cost")
 
 MAX_BUDGET = 1024
 MAX_NEW_TOKENS = 4096
 MAX_TEMPERATURE = 5.0
+
+
+def run_label(selector: str, estimator: str = "", budget: int | None = None) -> str:
+    """A run's (or a policy's) name in tables, legends, progress lines and latency profiles: `ar`,
+    `ddtree@16`, `taps/online@16`, or without the budget `ddtree`, `taps/online`."""
+    name = f"taps/{estimator}" if selector == "taps" else selector
+    return name if selector == "ar" or budget is None else f"{name}@{budget}"
 
 
 def _spec(default, help: str, lo=None, hi=None, choices=None, flag: bool = True) -> Any:
@@ -37,6 +45,8 @@ class DecodeConfig:
     estimator: str = _spec("online", "TAPS's path-conditioned estimator", choices=ESTIMATORS)
     taps_mode: str = _spec("cost", "TAPS tree size: cost (latency profile), reach (the budget's best nodes) or "
                                    "utility (the authors' rule)", choices=TAPS_MODES)
+    ddtree_mode: str = _spec("budget", "DDTree tree size: budget (always the budget's best nodes) or cost (the "
+                                       "latency profile's best size, as TAPS's cost mode)", choices=DDTREE_MODES)
     block_size: int | None = _spec(None, "draft positions per round + 1 (default: the drafter's own)", 2)
     top_k: int = _spec(64, "drafter tokens kept per depth (the lattice width)", 1)
     beam_width: int = _spec(48, "TAPS pool: children kept per depth", 1)
@@ -96,7 +106,7 @@ def check_value(name: str, value) -> None:
     spec = field_spec(name)
     if spec["choices"] is not None:
         if value not in spec["choices"]:
-            kind = name.replace("_", " ").replace("taps mode", "TAPS mode")
+            kind = name.replace("_", " ").replace("taps mode", "TAPS mode").replace("ddtree mode", "DDTree mode")
             raise ValueError(f"unknown {kind} '{value}': choose one of {', '.join(spec['choices'])}")
         return
     if value is None and spec["default"] is None:

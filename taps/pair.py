@@ -8,6 +8,7 @@ CPU float32 by default; CUDA + bfloat16 when a GPU is there and asked for ("auto
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ class ModelPair:
     name: str
     device: torch.device
     dtype: torch.dtype
+    fingerprint: str = ""            # sha1 of the files the pair was loaded from (keys latency profiles)
+    drafter_precision: str = "same"  # the drafter's inference precision: "same" as the target, or "int8"
 
     @property
     def feature_layers(self) -> list[int] | None:
@@ -74,6 +77,18 @@ class ModelPair:
                 "drafter_layers": int(self.drafter.config.num_hidden_layers) if self.drafter else 0,
                 "block_size": self.drafter.block_size if self.drafter else 0,
                 "max_context": self.max_context}
+
+
+def fingerprint(folders: list[Path]) -> str:
+    """A sha1 over the names, sizes and bytes of every file in the pair's folders."""
+    digest = hashlib.sha1()
+    for folder in folders:
+        for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+            digest.update(f"{path.name}:{path.stat().st_size}".encode())
+            with path.open("rb") as fh:
+                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+    return digest.hexdigest()
 
 
 def default_pair_path() -> Path | None:
@@ -177,5 +192,7 @@ def load_pair(pair: str | Path | None = None, *, target: str | None = None, draf
             raise PairError(f"could not load the TAPS scorer from {parts['scorer']}: {exc}") from exc
         if score.config.model_dim != model.config.hidden_size:
             raise PairError(f"scorer expects model dim {score.config.model_dim}, target has {model.config.hidden_size}")
+    folders = [target_folder] + [Path(parts[k]) for k in ("drafter", "scorer")
+                                 if parts.get(k) and Path(parts[k]).is_dir()]
     return ModelPair(target=model, tokenizer=tokenizer, drafter=draft, scorer=score, name=name, device=dev,
-                     dtype=dtype)
+                     dtype=dtype, fingerprint=fingerprint(folders))

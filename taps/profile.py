@@ -2,13 +2,15 @@
 
     python -m taps.profile --pair assets/models/<pair> --max-nodes 256 [--context 128] [--out results/profile/]
 
-Times the target's tree forward for tree sizes 0..N after --context cached tokens, and one drafter
-pass (`costs.measure_profile`; CUDA events on a GPU). Writes to --out:
-    verify_latency.csv   tree_size, verify_ms, draft_ms, round_ms (draft + verify)
+Times the target's tree forward for tree sizes 0..N after --context cached tokens (medians of
+interleaved repeats, fitted to be non-decreasing), one drafter pass, and every policy's other
+per-round costs over a real decode (`costs.measure_profile`; CUDA events on a GPU). Writes to --out:
+    verify_latency.csv   tree_size, verify_ms (fitted), verify_raw_ms, spread, draft_ms
+    round_costs.csv      policy, overhead_ms (a round's cost besides verify), ar_step_ms
     verify_latency.png   verify time against tree size, the drafter pass as a dashed line
     profile.json         the profile itself
-and saves the profile at `costs.profile_path(pair, device)`, where TAPS's cost-aware size choice
-(taps_mode "cost") reads it before measuring one of its own.
+and saves the profile at `costs.profile_path(pair)` (per pair contents, device, precision and
+thread count), where the cost-aware size choice of TAPS and DDTree reads it.
 """
 
 from __future__ import annotations
@@ -18,16 +20,23 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from .__main__ import add_pair_arguments, load_from_args
-from .costs import LatencyProfile, measure_profile, profile_path
+from .costs import LatencyProfile, measure_and_save, profile_path
 
 
 def profile_frame(profile: LatencyProfile) -> pd.DataFrame:
-    verify_ms = [1000 * s for s in profile.verify_s]
-    draft_ms = 1000 * profile.draft_s
-    return pd.DataFrame({"tree_size": profile.sizes, "verify_ms": verify_ms, "draft_ms": draft_ms,
-                         "round_ms": [draft_ms + v for v in verify_ms]})
+    raw = profile.raw_verify_s or profile.verify_s
+    return pd.DataFrame({"tree_size": profile.sizes, "verify_ms": [1000 * s for s in profile.verify_s],
+                         "verify_raw_ms": [1000 * s for s in raw],
+                         "spread": profile.spread or [float("nan")] * len(raw), "draft_ms": 1000 * profile.draft_s})
+
+
+def costs_frame(profile: LatencyProfile) -> pd.DataFrame:
+    return pd.DataFrame({"policy": list(profile.overhead_s),
+                         "overhead_ms": [1000 * v for v in profile.overhead_s.values()],
+                         "ar_step_ms": 1000 * profile.ar_step_s})
 
 
 def write_plot(profile: LatencyProfile, path: Path) -> Path | None:
@@ -70,21 +79,22 @@ def run_profile(args) -> int:
     print(f"# measuring {pair.name} on {pair.device} ({str(pair.dtype).replace('torch.', '')}): verify for tree "
           f"sizes up to {args.max_nodes} after {args.context} cached tokens, {args.repeats} repeats each",
           file=sys.stderr)
-    profile = measure_profile(pair, max_nodes=args.max_nodes, context_length=args.context, repeats=args.repeats)
+    profile = measure_and_save(pair, max_nodes=args.max_nodes, context_length=args.context, repeats=args.repeats)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    frame = profile_frame(profile)
+    frame, round_costs = profile_frame(profile), costs_frame(profile)
     frame.to_csv(out / "verify_latency.csv", index=False)
+    round_costs.to_csv(out / "round_costs.csv", index=False)
     profile.save(out / "profile.json")
-    saved = profile_path(pair.name, str(pair.device))
-    profile.save(saved)
     plot = write_plot(profile, out / "verify_latency.png")
     print(frame.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    print(f"# drafter pass {1000 * profile.draft_s:.3f} ms; verify grows "
+    print(round_costs.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(f"# {torch.get_num_threads()} threads; drafter pass {1000 * profile.draft_s:.3f} ms; AR round "
+          f"{1000 * profile.ar_step_s:.3f} ms; verify grows "
           f"{frame['verify_ms'].iloc[-1] / max(frame['verify_ms'].iloc[0], 1e-9):.1f}x from size "
           f"{profile.sizes[0]} to {profile.sizes[-1]}")
-    written = ", ".join(["verify_latency.csv", *([plot.name] if plot else []), "profile.json"])
-    print(f"# wrote {written} to {out}; TAPS reads the profile from {saved}")
+    written = ", ".join(["verify_latency.csv", "round_costs.csv", *([plot.name] if plot else []), "profile.json"])
+    print(f"# wrote {written} to {out}; sessions read the profile from {profile_path(pair)}")
     return 0
 
 
@@ -94,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pair_arguments(parser)
     parser.add_argument("--max-nodes", type=int, default=256, help="largest tree size to time")
     parser.add_argument("--context", type=int, default=128, help="cached context tokens before the tree")
-    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per size (the median is kept)")
+    parser.add_argument("--repeats", type=int, default=9, help="timed repeats per size, interleaved (medians kept)")
     parser.add_argument("--out", default="results/profile", help="folder for the CSV, PNG and JSON")
     return parser
 

@@ -11,19 +11,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable
 
-from .config import DecodeConfig
+from .config import DecodeConfig, run_label
 from .costs import LatencyProfile
 from .metrics import RunSummary, speedup, summarize
 from .pair import ModelPair
 from .record import Round
 from .session import DecodeSession
-
-
-def run_label(selector: str, estimator: str = "", budget: int | None = None) -> str:
-    """A run's name in tables, legends and progress lines: `ar`, `ddtree@16`, `taps/online@16`
-    (without the budget when it is the same for every run shown)."""
-    name = f"taps/{estimator}" if selector == "taps" else selector
-    return name if selector == "ar" or budget is None else f"{name}@{budget}"
 
 
 def runnable_selectors(selectors: Iterable[str], temperature: float) -> list[str]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import SELECTORS, TAPS_MODES, DecodeConfig
+from .config import SELECTORS, TAPS_MODES, DecodeConfig, run_label
 from .costs import LatencyProfile
 from .estimate import Estimator
 from .pool import Lattice, candidate_pool, tree_from_nodes
@@ -107,6 +107,13 @@ class DDTreeSelector(Selector):
         chosen, frontier = ddtree_nodes(lattice, cfg.budget)
         return tree_from_nodes(root_token, chosen + frontier, lattice)
 
+    def select(self, pool, cfg, ctx):
+        size = min(cfg.budget, pool.size)
+        if cfg.ddtree_mode == "cost" and ctx.profile is not None:
+            # the popped nodes come in best-first order, so their scores are already descending
+            size = ctx.profile.best_size(pool.reach[1: size + 1], size, "ddtree")
+        return np.arange(size + 1)
+
 
 def top_by_reach(reach: np.ndarray, count: int) -> np.ndarray:
     """The `count` draft nodes of highest reach (ties: lower index first), root included.
@@ -170,7 +177,7 @@ class TapsSelector(Selector):
                                      cfg.endpoint_cap)
         size = min(cfg.budget, pool.size)
         if cfg.taps_mode == "cost" and ctx.profile is not None:
-            size = ctx.profile.best_size(np.sort(pool.reach[1:])[::-1], size)
+            size = ctx.profile.best_size(np.sort(pool.reach[1:])[::-1], size, run_label("taps", cfg.estimator))
         return top_by_reach(pool.reach, size)
 
 

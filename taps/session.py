@@ -6,7 +6,7 @@ One round, in the stage names used everywhere (code, UI, benchmarks):
     estimate a reach per pool node (path-conditioned for TAPS, the marginal product otherwise)
     select   the prefix-closed subtree to verify
     verify   one target forward over the tree, ancestor-only mask, and the walk
-    commit   KV compaction, drafter context, estimator feedback, stop rules
+    commit   KV compaction, drafter context, estimator feedback, stop rules, the Round record
 The `ar` selector skips the drafter: its rounds are plain autoregressive decoding with a KV cache.
 """
 
@@ -17,8 +17,9 @@ from dataclasses import replace
 import torch
 from transformers import DynamicCache
 
+from . import costs
 from .config import DecodeConfig
-from .costs import LatencyProfile, cached_profile
+from .costs import LatencyProfile
 from .drafter import DraftContext
 from .estimate import make_estimator
 from .pair import ModelPair
@@ -30,6 +31,12 @@ from .timing import StageTimer
 from .verify import compact_cache, edge_feedback, target_forward, trim_cache, walk
 
 __all__ = ["DecodeConfig", "DecodeSession", "Round", "STAGES", "greedy_continuation", "sample_continuation"]
+
+
+def uses_profile(cfg: DecodeConfig) -> bool:
+    """Whether these settings size trees from a latency profile."""
+    return ((cfg.selector == "taps" and cfg.taps_mode == "cost")
+            or (cfg.selector == "ddtree" and cfg.ddtree_mode == "cost"))
 
 
 class DecodeSession:
@@ -84,8 +91,8 @@ class DecodeSession:
         self.selector = make_selector(cfg.selector)
         self.block_size = (cfg.block_size or pair.drafter.block_size) if self.selector.needs_drafter else 1
         self.estimator = make_estimator(cfg.estimator, pair) if cfg.selector == "taps" else None
-        if cfg.selector == "taps" and cfg.taps_mode == "cost" and self.profile is None:
-            self.profile = cached_profile(pair, max_nodes=max(cfg.budget, 1))
+        if self.profile is None and uses_profile(cfg):
+            self.profile = costs.profile_for(pair, max_nodes=max(cfg.budget, 1))
         if cfg.selector == "oracle" and self._oracle_tokens is None:
             self._oracle_tokens = greedy_continuation(pair, prompt_ids, cfg.max_new_tokens + self.block_size)
         self.cache = DynamicCache(config=pair.target.config)
@@ -149,12 +156,12 @@ class DecodeSession:
             self.tokens.extend(committed)
             if self.estimator is not None:
                 self.estimator.observe(pool, edge_feedback(pool, selected, logits, cfg.temperature))
-
-        record = build_round(index=len(self.rounds), config=cfg, pool=pool, selected=selected,
-                             accepted_rows=result.accepted, child_prob=result.child_prob,
-                             bonus_token=result.bonus_token, committed=committed, start=start,
-                             timings=timer.seconds, finished=self.finished, stop_reason=self.stop_reason,
-                             texts=self._token_texts)
+            record = build_round(index=len(self.rounds), config=cfg, pool=pool, selected=selected,
+                                 accepted_rows=result.accepted, child_prob=result.child_prob,
+                                 bonus_token=result.bonus_token, committed=committed, start=start,
+                                 timings={}, finished=self.finished, stop_reason=self.stop_reason,
+                                 texts=self._token_texts)
+        record.timings = dict(timer.seconds)         # the whole step, the record included
         self.rounds.append(record)
         return record
 

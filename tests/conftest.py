@@ -8,7 +8,11 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
+# Before torch is first imported: threads that sleep at OpenMP barriers instead of spinning, so a
+# busy machine (a training run alongside) slows the tests down by its share, not many times over.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -30,40 +34,36 @@ PNG_EXPORT = _has("plotly") and _has("kaleido") and Path("/usr/bin/chromium").ex
 needs_png_export = pytest.mark.skipif(not PNG_EXPORT, reason="PNG export needs plotly, kaleido and /usr/bin/chromium")
 
 
-def fixed_profile(pair_name: str, device: str = "cpu"):
-    """A made-up but plausible latency profile: verify grows linearly with the tree, the drafter
-    costs half an AR step. Tests pass it to sessions so that no test measures one."""
-    from taps.costs import LatencyProfile, default_sizes
+REAL_PROFILE_FOR = None      # taps.costs.profile_for itself, for the tests of it
+
+
+def fixed_profile(pair) -> "LatencyProfile":  # noqa: F821
+    """A made-up but plausible latency profile for `pair` here: verify grows linearly with the
+    tree, a round's other costs are half an AR step. Sessions get it instead of measuring one."""
+    from taps.costs import LatencyProfile, default_sizes, profile_key
 
     sizes = default_sizes(1024)
     return LatencyProfile(sizes=sizes, verify_s=[0.002 + 0.0001 * m for m in sizes], draft_s=0.001,
-                          device=device, pair=pair_name, context_length=128)
+                          device=str(pair.device), pair=pair.name, context_length=128, ar_step_s=0.0021,
+                          overhead_s={"dflash": 0.001, "ddtree": 0.0011, "taps/marginal": 0.0013,
+                                      "taps/online": 0.0014, "taps/learned": 0.0015},
+                          key=profile_key(pair), source="fixed")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def taps_cache(tmp_path_factory):
-    """Saved latency profiles live in a per-run folder (never the user's cache), holding fixed
-    profiles for the test pairs and the shipped pair, so no session measures one."""
-    from taps.costs import profile_path
-    from taps.pair import default_pair_path
+    """Saved latency profiles live in a per-run folder (never the user's cache), and sessions that
+    size trees from a profile get `fixed_profile` instead of measuring one: no test's trees depend
+    on timing. (tests/test_costs.py measures real ones on purpose.)"""
+    from taps import costs
 
+    global REAL_PROFILE_FOR
     folder = tmp_path_factory.mktemp("taps-cache")
     os.environ["TAPS_CACHE"] = str(folder)
-    names = ["tiny-random", "q"]
-    shipped = default_pair_path()
-    if shipped is not None:
-        names.append(load_pair_name(shipped))
-    for name in names:
-        for device in ("cpu", "cuda"):
-            fixed_profile(name, device).save(profile_path(name, device))
-    return folder
-
-
-def load_pair_name(folder: Path) -> str:
-    import json
-
-    manifest = folder / "pair.json"
-    return json.loads(manifest.read_text()).get("name", folder.name) if manifest.exists() else folder.name
+    measure = REAL_PROFILE_FOR = costs.profile_for
+    costs.profile_for = lambda pair, max_nodes, announce=None: fixed_profile(pair)
+    yield folder
+    costs.profile_for = measure
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from conftest import needs_png_export
 
 from taps import bench
 from taps import profile as taps_profile
-from taps.costs import LatencyProfile, profile_path
+from taps.costs import LatencyProfile
 
 ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -75,12 +75,17 @@ def _deterministic(rows: list[dict]) -> list[tuple]:
 def test_profile_writes_curve_and_saves_it_for_sessions(profile_out):
     with open(profile_out / "verify_latency.csv") as fh:
         table = list(csv.DictReader(fh))
-    assert list(table[0]) == ["tree_size", "verify_ms", "draft_ms", "round_ms"]
+    assert list(table[0]) == ["tree_size", "verify_ms", "verify_raw_ms", "spread", "draft_ms"]
     assert [int(r["tree_size"]) for r in table][-1] == 16
-    assert all(float(r["verify_ms"]) > 0 for r in table) and float(table[0]["draft_ms"]) > 0
-    saved = LatencyProfile.load(profile_out / "cache" / "profiles" / profile_path("tiny-random", "cpu").name)
+    fitted = [float(r["verify_ms"]) for r in table]
+    assert all(v > 0 for v in fitted) and fitted == sorted(fitted) and float(table[0]["draft_ms"]) > 0
+    with open(profile_out / "round_costs.csv") as fh:
+        costs = {r["policy"]: float(r["overhead_ms"]) for r in csv.DictReader(fh)}
+    assert set(costs) == {"dflash", "ddtree", "taps/marginal", "taps/online"} and min(costs.values()) > 0
+    (saved_path,) = (profile_out / "cache" / "profiles").glob("tiny-random-cpu-float32-*.json")
+    saved = LatencyProfile.load(saved_path)
     assert saved.sizes == LatencyProfile.load(profile_out / "profile.json").sizes
-    assert max(saved.sizes) == 16 and saved.context_length == 32
+    assert max(saved.sizes) == 16 and saved.context_length == 32 and saved.key["threads"] >= 1
 
 
 @needs_png_export

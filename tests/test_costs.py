@@ -1,0 +1,95 @@
+"""The latency profile: robust medians, a monotone fit, keyed saving, and tree sizes that read
+nothing but the profile."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import conftest
+import numpy as np
+import pytest
+
+from taps import DecodeSession, costs, greedy_continuation
+from taps.costs import monotone_fit, profile_path, saved_profile
+
+
+def test_monotone_fit_is_the_closest_non_decreasing_curve():
+    assert monotone_fit([1, 3, 2, 4]) == [1, 2.5, 2.5, 4]
+    assert monotone_fit([5, 4, 3]) == [4, 4, 4]
+    assert monotone_fit([1, 2, 3]) == [1, 2, 3]
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        values = list(rng.normal(size=12))
+        fit = monotone_fit(values)
+        assert fit == sorted(fit) and abs(sum(fit) - sum(values)) < 1e-9   # PAVA keeps the mean
+
+
+def test_best_size_counts_the_policy_s_whole_round(tiny_pair):
+    profile = conftest.fixed_profile(tiny_pair)
+    reach = np.array([0.9, 0.8, 0.5, 0.3, 0.2, 0.1, 0.05])
+    cheap = profile.best_size(reach, 7, "dflash")
+    dear = replace(profile, overhead_s={"dflash": 0.05}).best_size(reach, 7, "dflash")
+    assert dear >= cheap and dear == 7            # a costly round makes every extra node worth more
+    flat = replace(profile, verify_s=[0.002] * len(profile.sizes))
+    assert flat.best_size(reach, 5, "ddtree") == 5   # free nodes: take the budget
+    assert profile.best_size(reach, 0, "ddtree") == 0
+
+
+def test_saved_profile_is_used_only_when_it_fits(tiny_pair_f32, tmp_path, monkeypatch):
+    monkeypatch.setenv("TAPS_CACHE", str(tmp_path))
+    profile, why = saved_profile(tiny_pair_f32)
+    assert profile is None and "no latency profile saved" in why
+    good = conftest.fixed_profile(tiny_pair_f32)
+    good.save(profile_path(tiny_pair_f32))
+    assert saved_profile(tiny_pair_f32, 64)[0] == good
+    assert "covers trees up to 1024" in saved_profile(tiny_pair_f32, 2048)[1]
+    stale = replace(good, key={**good.key, "threads": good.key["threads"] + 7, "fingerprint": "other"})
+    stale.save(profile_path(tiny_pair_f32))
+    profile, why = saved_profile(tiny_pair_f32)
+    assert profile is None and "another setting (fingerprint, threads)" in why
+    profile_path(tiny_pair_f32).write_text("{not json")
+    assert "cannot be read" in saved_profile(tiny_pair_f32)[1]
+
+
+def test_profile_for_measures_once_with_a_message_then_reads_it(tiny_pair_f32, tmp_path, monkeypatch):
+    monkeypatch.setenv("TAPS_CACHE", str(tmp_path))
+    costs.forget_profiles()
+    said = []
+    profile = conftest.REAL_PROFILE_FOR(tiny_pair_f32, 8, announce=said.append)
+    assert len(said) == 1 and "measuring a latency profile" in said[0] and "no latency profile saved" in said[0]
+    assert profile.source == "measured" and max(profile.sizes) == 64 and profile.verify_s == sorted(profile.verify_s)
+    assert set(profile.overhead_s) == {"dflash", "ddtree", "taps/marginal", "taps/online"} and profile.ar_step_s > 0
+    assert json.loads(profile_path(tiny_pair_f32).read_text())["key"] == costs.profile_key(tiny_pair_f32)
+    costs.forget_profiles()
+    again = conftest.REAL_PROFILE_FOR(tiny_pair_f32, 32, announce=said.append)
+    assert len(said) == 1 and again == profile        # read from disk, not measured again
+
+
+def test_tree_sizes_read_only_the_profile(tiny_pair, monkeypatch):
+    """Sessions never measure once they run: the same profile gives the same rounds."""
+    profile = conftest.fixed_profile(tiny_pair)
+    runs = []
+    for _ in range(2):
+        s = DecodeSession(tiny_pair, "def f(x):", selector="taps", estimator="online", budget=32, max_new_tokens=20,
+                          stop_at_eos=False, profile=profile)
+        monkeypatch.setattr(costs, "measure_profile", lambda *a, **k: pytest.fail("measured during a decode"))
+        s.run()
+        runs.append([(r.selected, r.tau) for r in s.rounds])
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("budget", [4, 64])
+def test_ddtree_cost_mode_is_lossless_and_within_budget(tiny_pair, budget):
+    prompt = [5, 17, 33, 2, 60, 8]
+    reference = greedy_continuation(tiny_pair, prompt, 24)
+    dear = replace(conftest.fixed_profile(tiny_pair), overhead_s={"ddtree": 0.05})
+    for profile in (conftest.fixed_profile(tiny_pair), dear):
+        s = DecodeSession(tiny_pair, prompt, selector="ddtree", ddtree_mode="cost", budget=budget, max_new_tokens=24,
+                          stop_at_eos=False, profile=profile)
+        s.run()
+        assert s.generated == reference
+        assert all(r.verified_nodes <= budget for r in s.rounds)
+    plain = DecodeSession(tiny_pair, prompt, selector="ddtree", budget=budget, max_new_tokens=24, stop_at_eos=False)
+    plain.run()
+    assert [r.verified_nodes for r in s.rounds][:1] == [r.verified_nodes for r in plain.rounds][:1]  # dear: full

@@ -345,3 +345,18 @@ def measure_and_save(pair, max_nodes: int = 64, progress: Callable[[float, str],
     profile.save(profile_path(pair))
     _PROFILES[str(profile_path(pair))] = profile
     return profile
+
+
+REFERENCE_PROFILES = Path(__file__).resolve().parent.parent / "assets" / "profiles"
+
+
+def reference_profiles() -> dict[str, LatencyProfile]:
+    """Profiles of other hardware shipped with the app (assets/profiles/*.json), by file stem, for
+    the modelled speed-up on a machine the user does not have. Each says where it came from."""
+    out = {}
+    for path in sorted(REFERENCE_PROFILES.glob("*.json")):
+        try:
+            out[path.stem] = LatencyProfile.load(path)
+        except (ValueError, OSError, TypeError):
+            continue
+    return out

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .config import run_label
 from .record import STAGES, Round
 
 
@@ -78,3 +79,24 @@ def nodes_frame(record: Round) -> pd.DataFrame:
         "parent": record.pool_parents, "depth": record.pool_depths, "rank": record.pool_ranks,
         "marginal": record.pool_marginal, "path_marginal": record.pool_path_marginal,
         "reach": record.pool_reach, "target_prob": record.target_prob, "status": record.status})
+
+
+# ---------------------------------------------------------------------------------- modelled speed
+def modelled_round_s(record: Round, profile) -> float:
+    """What a latency profile says this round costs: the policy's per-round overhead plus verifying
+    the round's tree (an AR round: the profile's AR step)."""
+    policy = run_label(record.selector, record.estimator)
+    return float(profile.round_time(policy, record.verified_nodes))
+
+
+def modelled_speedup(rounds: list[Round], profile) -> dict:
+    """The modelled (deterministic) speed-up of a run over AR under `profile`:
+    tokens per round (tau) x AR step time / mean round time. Same rounds and profile, same figure,
+    however busy the machine is."""
+    if not rounds:
+        return {"tau": 0.0, "round_s": 0.0, "ar_step_s": 0.0, "tokens_per_s": 0.0, "speedup": float("nan")}
+    tau = sum(r.tau for r in rounds) / len(rounds)
+    round_s = sum(modelled_round_s(r, profile) for r in rounds) / len(rounds)
+    ar_step = float(profile.round_time("ar", 0))
+    return {"tau": tau, "round_s": round_s, "ar_step_s": ar_step, "tokens_per_s": tau / round_s if round_s else 0.0,
+            "speedup": tau * ar_step / round_s if round_s else float("nan")}

@@ -126,13 +126,26 @@ def parse_marginals(text: str) -> tuple[list[list[float]], list[list[str]]]:
         rows.append(probs)
         words.append(names)
     clean_marginals(rows)
+    check_tokens(words)
     return rows, words
 
 
-def clean_marginals(marginals) -> np.ndarray:
-    """Check the user's marginals; rows that sum above 1 are scaled down to sum to 1.
+def check_tokens(tokens: list[list[str]]) -> None:
+    """Raise ValueError when a depth names one token twice: every node at a depth gets that depth's
+    tokens as children, and one parent cannot have the same token twice."""
+    for d, row in enumerate(tokens, start=1):
+        seen = set()
+        for word in row:
+            if word in seen:
+                raise ValueError(f"depth {d}: the token '{word}' appears twice; one parent cannot have the same "
+                                 "token twice, so give every candidate at a depth a different token")
+            seen.add(word)
 
-    A row summing below 1 leaves the rest to tokens outside the tree."""
+
+def clean_marginals(marginals) -> np.ndarray:
+    """Check the user's marginals: non-negative, at most 1 in total per depth (a drafter's
+    probabilities at one position; a row summing below 1 leaves the rest to tokens outside the
+    tree). Raises ValueError naming the depth at fault."""
     if len(marginals) == 0:
         raise ValueError("no marginals: give at least one depth")
     if len(marginals) > MAX_DEPTH:
@@ -154,7 +167,12 @@ def clean_marginals(marginals) -> np.ndarray:
     sums = values.sum(axis=1)
     if np.any(sums <= 0):
         raise ValueError(f"depth {int(np.argmax(sums <= 0)) + 1} has no probability mass")
-    return values / np.maximum(sums, 1.0)[:, None]
+    if np.any(sums > 1 + 1e-9):
+        d = int(np.argmax(sums > 1 + 1e-9))
+        raise ValueError(f"depth {d + 1}: the probabilities add up to {sums[d]:.2f}, but a drafter's probabilities "
+                         "at one depth add up to at most 1; lower them (what is left goes to tokens outside "
+                         "the tree)")
+    return values
 
 
 def build_toy_tree(marginals, off_mode_factor: float, tokens: list[list[str]] | None = None) -> ToyTree:
@@ -163,6 +181,8 @@ def build_toy_tree(marginals, off_mode_factor: float, tokens: list[list[str]] | 
         raise ValueError(f"the off-mode factor must be between 0 and 1, got {off_mode_factor!r}")
     m = clean_marginals(marginals)
     depth_count, width = m.shape
+    if tokens:
+        check_tokens([row for row in tokens if len(row) == width])
     labels, parents, depths, ranks = ["root"], [-1], [0], [0]
     marginal, path_marginal, reach, on_mode = [1.0], [1.0], [1.0], [True]
     frontier = [0]

@@ -27,8 +27,8 @@ def is_prefix_closed(parents, chosen) -> bool:
     return 0 in chosen and all(int(parents[v]) in chosen for v in chosen if v)
 
 
-marginal_rows = st.integers(1, 3).flatmap(lambda width: st.lists(
-    st.lists(st.floats(0.01, 1.0), min_size=width, max_size=width), min_size=1, max_size=4))
+marginal_rows = st.integers(1, 3).flatmap(lambda width: st.lists(    # each depth's probabilities sum to at most 1
+    st.lists(st.floats(0.01, 1.0 / width), min_size=width, max_size=width), min_size=1, max_size=4))
 
 
 def test_tree_shape_and_true_model():
@@ -107,15 +107,24 @@ def test_parse_and_format_round_trip():
         assert parse_marginals(preset.as_text())[0] == preset.marginals
 
 
-def test_rows_above_one_are_normalised():
-    tree = build_toy_tree([[2.0, 2.0]], 0.5)
-    assert tree.marginal[1:].tolist() == [0.5, 0.5]
+def test_rows_above_one_are_refused_not_rescaled():
+    with pytest.raises(ValueError, match="depth 1: the probabilities add up to 4.00.*at most 1"):
+        build_toy_tree([[2.0, 2.0]], 0.5)
+    assert build_toy_tree([[0.9, 0.08, 0.02]], 0.5).marginal[1:].tolist() == [0.9, 0.08, 0.02]
+
+
+def test_duplicate_tokens_under_one_parent_are_refused():
+    with pytest.raises(ValueError, match="depth 2: the token 'x' appears twice"):
+        parse_marginals("a=0.5 b=0.5\nx=0.3 x=0.3")
+    with pytest.raises(ValueError, match="appears twice"):
+        build_toy_tree([[0.5, 0.4]], 0.5, [["a", "a"]])
 
 
 @pytest.mark.parametrize("text, message", [
     ("", "no marginals"), ("a=b", "not a probability"), ("0.5 x", "not a probability"),
     ("0.5 0.5\n0.3", "same number"), ("-0.1 0.5", "negative"), ("0 0", "no probability mass"),
-    ("\n".join(["0.5 0.5"] * 7), "at most 6"), ("0.1 0.1 0.1 0.1 0.1", "1 to 4"),
+    ("\n".join(["0.5 0.5"] * 7), "at most 6"), ("a=0.5 b=0.5 c=0.5 d=0.5", "add up to 2.00"),
+    ("0.1 0.1 0.1 0.1 0.1", "1 to 4"),
     ("\n".join(["0.2 0.2 0.2 0.2"] * 6), "keep it under"), ("nan 0.5", "finite"),
 ])
 def test_bad_marginals_are_clear(text, message):

@@ -21,11 +21,11 @@ import numpy as np
 
 from .config import DecodeConfig
 from .record import Round
-from .reference import greedy_continuation
 from .selectors import top_by_reach
-from .session import DecodeSession
 
 SCORES = {"marginal": "pool_path_marginal", "reach": "pool_reach"}
+# what a flagged round is, as the page's filter names it (a case can be several)
+KINDS = {"ddtree": "TAPS below DDTree", "oracle": "TAPS below the oracle", "waste": "mostly waste"}
 
 
 def target_tokens(record: Round) -> list[int]:
@@ -192,7 +192,7 @@ class FailureCase:
 
     def row(self) -> dict:
         r = self.taps_round
-        row = {"prompt": self.prompt_id, "round": r.index + 1, "position": r.start, "TAPS accepted": len(r.accepted),
+        row = {"prompt": self.prompt_id, "round": r.number, "position": r.start, "TAPS accepted": len(r.accepted),
                "TAPS verified": r.verified_nodes}
         for name, other in self.others.items():
             row[f"{display_name(name, capital=True)} accepted"] = len(other.accepted) if other is not None else None
@@ -206,34 +206,52 @@ class FailureReport:
     rounds_checked: int = 0
     prompts_run: int = 0
     skipped: list[str] = field(default_factory=list)   # one message per prompt that could not run
+    config: dict = field(default_factory=dict)          # the TAPS settings the report ran with
+    waste_threshold: float = 0.5
+
+    def counts(self) -> dict[str, int]:
+        """Cases per kind (a case of several kinds counts in each)."""
+        return {kind: sum(kind in case.kinds for case in self.cases) for kind in KINDS}
+
+    def of_kind(self, kind: str | None) -> list[FailureCase]:
+        """The cases of one kind (None: all), worst first."""
+        if kind is not None and kind not in KINDS:
+            raise ValueError(f"unknown kind '{kind}': choose one of {', '.join(KINDS)}")
+        return [case for case in self.cases if kind is None or kind in case.kinds]
 
 
 def probe_round(pair, context: list[int], config: DecodeConfig, selector: str,
-                oracle_tokens: list[int] | None = None) -> Round | None:
-    """One round of `selector` from the end of `context` (None when the context is too long)."""
+                oracle_tokens: list[int] | None = None, profile=None, index: int = 0) -> Round | None:
+    """One round of `selector` from the end of `context` (None when the context is too long),
+    numbered `index` (the round of the run it is compared with)."""
+    from .session import DecodeSession
+
     block = config.block_size or (pair.drafter.block_size if pair.drafter is not None else 2)
     try:
-        session = DecodeSession(pair, context, config, oracle_tokens=oracle_tokens, selector=selector,
-                                max_new_tokens=block + 1)
+        session = DecodeSession(pair, context, config, profile=profile, oracle_tokens=oracle_tokens,
+                                selector=selector, max_new_tokens=block + 1)
     except ValueError:
         return None
-    return session.step()
+    return replace(session.step(), index=index)
 
 
 def find_failures(pair, prompts: list[dict], config: DecodeConfig, compare: tuple[str, ...] = ("ddtree", "oracle"),
                   waste_threshold: float = 0.5, min_gap: int = 1,
-                  on_progress: Callable[[int, int, str], None] | None = None) -> FailureReport:
+                  on_progress: Callable[[int, int, str], None] | None = None, profile=None) -> FailureReport:
     """Run TAPS (T=0) on each prompt; flag rounds that accepted at least `min_gap` fewer tokens
     than a compared selector from the same position, or spent at least `waste_threshold` of the
     verified nodes under a rejected prefix. Cases come back worst first."""
+    from .reference import greedy_continuation
+    from .session import DecodeSession
+
     config = replace(config, selector="taps", temperature=0.0)
-    report = FailureReport()
+    report = FailureReport(config=config.as_dict(), waste_threshold=waste_threshold)
     block = config.block_size or (pair.drafter.block_size if pair.drafter is not None else 2)
     for n, item in enumerate(prompts):
         if on_progress:
             on_progress(n, len(prompts), item["id"])
         try:
-            session = DecodeSession(pair, item["prompt"], config)
+            session = DecodeSession(pair, item["prompt"], config, profile=profile)
         except ValueError as exc:
             report.skipped.append(f"{item['id']}: {exc}")
             continue
@@ -249,7 +267,7 @@ def find_failures(pair, prompts: list[dict], config: DecodeConfig, compare: tupl
             others: dict[str, Round | None] = {}
             for name in compare:
                 future = continuation[record.start + 1 - prompt_len:] if name == "oracle" else None
-                others[name] = probe_round(pair, context, config, name, future)
+                others[name] = probe_round(pair, context, config, name, future, profile, record.index)
             kinds = [name for name, other in others.items()
                      if other is not None and len(other.accepted) - len(record.accepted) >= min_gap]
             wasteful = record.verified_nodes >= 2 and record.waste_nodes / record.verified_nodes >= waste_threshold

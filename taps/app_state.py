@@ -2,8 +2,9 @@
 
 - which model pair to load (the `TAPS_PAIR` folder, the shipped pair, a folder or hub ids typed in);
 - an autoregressive baseline stepped alongside a run, so speed-ups compare equal work measured
-  in the same process, and the live counters built from it;
-- race (every selector on one prompt, AR first) and sweep (selectors x budgets) rows;
+  in the same process;
+- whether settings need this machine's latency profile (the app never lets a session measure one);
+- race (every selector on one prompt, AR first) and sweep (selectors x budgets), repeated;
 - run exports (rounds as JSON, metrics as CSV) and reloading a JSON run with clear errors.
 """
 
@@ -17,12 +18,13 @@ from typing import Callable
 
 import pandas as pd
 
-from .config import SELECTORS, DecodeConfig
-from .metrics import rounds_frame, speedup, summarize
+from .config import SELECTORS, DecodeConfig, check_value
+from .metrics import rounds_frame
 from .pair import ModelPair, PairError, load_pair
 from .record import Round, validate_round
 from .runner import Job, plan_jobs, run_prompt, runnable_selectors, warm_up
-from .session import DecodeSession
+from .session import DecodeSession, uses_profile
+from .speed import MIN_REPEATS, compact_rounds, validate_repeats
 
 RUN_FORMAT = "taps-studio-run"
 RACE_SELECTORS = SELECTORS
@@ -78,7 +80,7 @@ def pair_facts(pair: ModelPair) -> dict:
             "vocabulary": f"{info['vocab_size']} tokens", "context": f"{info['max_context']} tokens"}
 
 
-# ---------------------------------------------------------------------------- AR baseline, counters
+# ---------------------------------------------------------------------------- AR baseline, profiles
 class ArBaseline:
     """Autoregressive decoding of the same prompt and settings, stepped just far enough to match a
     run's token count, so the speed-up compares equal work measured in the same process."""
@@ -90,89 +92,89 @@ class ArBaseline:
         while len(self.session.generated) < tokens and not self.session.finished:
             self.session.step()
 
-    def tokens_per_s(self, tokens: int) -> float:
-        """AR tokens per second over its first `tokens` tokens (one token per AR round)."""
+    def rounds(self, tokens: int) -> list[Round]:
+        """The AR rounds that produced the first `tokens` tokens (one token per round)."""
         self.catch_up(tokens)
-        return summarize(self.session.rounds[:max(tokens, 1)]).tokens_per_s
+        return self.session.rounds[:max(tokens, 1)]
 
 
-@dataclass
-class Counters:
-    rounds: int
-    tokens: int
-    tau_last: float
-    tau_mean: float
-    tokens_per_s: float
-    speedup_vs_ar: float | None      # None when no AR run of this prompt was measured here
-    waste_share: float
-    expected_tau: float
-    stage_shares: dict[str, float]
+def profile_needed(config: DecodeConfig) -> str:
+    """Why these settings cannot run without this machine's latency profile ("" when they can)."""
+    if not uses_profile(config):
+        return ""
+    name = "TAPS" if config.selector == "taps" else "DDTree"
+    return (f"{name}'s cost mode sizes every tree from this machine's latency profile, and none is saved for "
+            "this pair and device yet: measure it once with **Measure latency profile** in the sidebar "
+            "(saved for next time), or pick another mode.")
 
 
-def counters(rounds: list[Round], baseline: ArBaseline | None = None) -> Counters:
-    summary = summarize(rounds)
-    ratio = None
-    if baseline is not None and rounds:
-        ratio = speedup(summary.tokens_per_s, baseline.tokens_per_s(summary.new_tokens))
-    return Counters(rounds=summary.rounds, tokens=summary.new_tokens,
-                    tau_last=float(rounds[-1].tau) if rounds else 0.0, tau_mean=summary.tau,
-                    tokens_per_s=summary.tokens_per_s, speedup_vs_ar=ratio, waste_share=summary.waste_share,
-                    expected_tau=summary.expected_tau, stage_shares=summary.stage_shares)
-
-
-def round_texts(record: Round) -> str:
-    """The text a round committed (accepted tokens and bonus, after stop/length truncation)."""
-    pieces = [record.pool_texts[i] for i in record.accepted] + [record.bonus_text]
-    return "".join(pieces[: len(record.committed_tokens)])
-
-
-def session_matches(session: DecodeSession | None, pair: ModelPair, prompt: str, config: DecodeConfig) -> bool:
-    """Whether `session` was started on this pair with this prompt and these settings."""
-    if session is None or session.pair is not pair or session.config != config:
-        return False
-    try:
-        ids = pair.tokenizer.encode(prompt, add_special_tokens=False)
-    except Exception:  # noqa: BLE001 - any tokenizer failure means "not the same prompt"
-        return False
-    return ids == session.prompt_ids
+def check_profile(config: DecodeConfig, profile) -> None:
+    """Raise ValueError when `config` sizes trees from a profile and `profile` is None: the app
+    never lets a session measure one on its own."""
+    why = profile_needed(config)
+    if why and profile is None:
+        raise ValueError(why)
 
 
 # ---------------------------------------------------------------------------- race and sweep
-def race(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[str],
-         on_round: Callable[[Job, DecodeSession, Round], None] | None = None) -> list[dict]:
-    """Each selector on the same prompt and settings, AR first (every speed-up is against it);
-    `on_round(job, session, round)` after every round for live counters. At T>0 the oracle,
-    defined for greedy decoding only, is left out."""
+def _checked_jobs(pair: ModelPair, config: DecodeConfig, jobs: list[Job], profile) -> None:
+    for job in jobs:                             # every setting checked before anything runs
+        settings = config.with_run(job.selector, job.estimator, job.budget)
+        settings.validate(pair)
+        check_profile(settings, profile)
+
+
+def _repeat(pair: ModelPair, prompt: str, prompt_id: str, config: DecodeConfig, jobs: list[Job], repeats: int,
+            profile, on_round=None, on_result=None) -> list[list[dict]]:
+    """AR and every job, `repeats` times over (interleaved: a burst of load hits every run alike);
+    per repeat one compacted row per run."""
+    warm_up(pair, config)
+    out: list[list[dict]] = []
+    for n in range(repeats):
+        hook = (lambda job, session, record, n=n: on_round(n, job, session, record)) if on_round else None
+        done = (lambda row, n=n: on_result(n, row)) if on_result else None
+        rows = run_prompt(pair, {"id": prompt_id, "prompt": prompt}, jobs, config, profile=profile, on_round=hook,
+                          on_result=done, keep_rounds=True)
+        out.append([compact_rounds(row.as_dict()) for row in rows])
+    return out
+
+
+def race(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[str], repeats: int = MIN_REPEATS,
+         profile=None, on_round: Callable[[int, Job, DecodeSession, Round], None] | None = None) -> list[list[dict]]:
+    """Each selector on the same prompt and settings, AR first (every speed-up is against it), the
+    whole race `repeats` times; `on_round(repeat, job, session, round)` after every round for live
+    counters. At T>0 the oracle, defined for greedy decoding only, is left out."""
+    repeats = validate_repeats(repeats)
     jobs = [Job(s, config.estimator if s == "taps" else "marginal", config.budget)
             for s in runnable_selectors(selectors, config.temperature)]
-    for job in jobs:                             # every setting checked before anything runs
-        config.with_run(job.selector, job.estimator, job.budget).validate(pair)
-    warm_up(pair, config)
-    rows = run_prompt(pair, {"id": "race", "prompt": prompt}, jobs, config, on_round=on_round)
-    return [row.as_dict() for row in rows]
+    config.with_run("ar").validate(pair)
+    _checked_jobs(pair, config, jobs, profile)
+    return _repeat(pair, prompt, "race", config, jobs, repeats, profile, on_round=on_round)
 
 
 def sweep(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[str], budgets: list[int],
-          estimator: str, on_result: Callable[[int, int, dict], None] | None = None) -> list[dict]:
-    """AR once, then every selector x budget on one prompt (`on_result(done, total, row)`)."""
+          estimator: str, repeats: int = MIN_REPEATS, profile=None,
+          on_result: Callable[[int, int, dict], None] | None = None) -> list[list[dict]]:
+    """AR, then every selector x budget on one prompt, `repeats` times (`on_result(done, total, row)`)."""
+    repeats = validate_repeats(repeats)
     if not budgets:
         raise ValueError("pick at least one budget")
+    for budget in budgets:
+        check_value("budget", budget)
     tree_selectors = runnable_selectors(selectors, config.temperature)
     if not tree_selectors:
         raise ValueError("pick at least one tree selector (dflash, ddtree, taps or oracle)")
     jobs: list[Job] = plan_jobs(tree_selectors, sorted(set(budgets)), [estimator])
-    for job in jobs:
-        config.with_run(job.selector, job.estimator, job.budget).validate(pair)
-    warm_up(pair, config)
-    done = []
+    _checked_jobs(pair, config, jobs, profile)
+    total = (len(jobs) + 1) * repeats
+    done = [0]
 
-    def collect(row) -> None:
-        done.append(row)
+    def collect(_repeat_index: int, row) -> None:
+        done[0] += 1
         if on_result:
-            on_result(len(done), len(jobs) + 1, row.as_dict())
+            on_result(done[0], total, row.as_dict())
 
-    return [row.as_dict() for row in run_prompt(pair, {"id": "sweep", "prompt": prompt}, jobs, config,
-                                                 on_result=collect)]
+    return _repeat(pair, prompt, "sweep", config, jobs, repeats, profile, on_result=collect)
 
 
 def sweep_frame(rows: list[dict]) -> pd.DataFrame:
@@ -184,16 +186,16 @@ def sweep_frame(rows: list[dict]) -> pd.DataFrame:
     return frame
 
 
-def best_budgets(rows: list[dict]) -> pd.DataFrame:
-    """For each tree selector, the budget with the highest tokens/s on this device."""
-    frame = sweep_frame(rows)
-    frame = frame[frame["selector"] != "ar"]
-    if frame.empty:
-        return pd.DataFrame(columns=["selector", "best budget", "tokens/s", "tau", "speed-up vs AR"])
-    best = frame.loc[frame.groupby("label")["tokens_per_s"].idxmax()]
-    return pd.DataFrame({"selector": best["label"], "best budget": best["budget"],
-                         "tokens/s": best["tokens_per_s"].round(1), "tau": best["tau"].round(2),
-                         "speed-up vs AR": best["speedup_vs_ar"].round(2)}).reset_index(drop=True)
+def results_frame(summary: list[dict]) -> pd.DataFrame:
+    """Repeated runs as one table (and CSV): measured figures as median, low and high."""
+    rows = []
+    for row in summary:
+        flat = {k: v for k, v in row.items() if k not in ("tokens_per_s", "speedup")}
+        for name in ("tokens_per_s", "speedup"):
+            spread = row[name]
+            flat.update({f"{name}_median": spread.median, f"{name}_low": spread.low, f"{name}_high": spread.high})
+        rows.append(flat)
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------- exports and reload
@@ -210,11 +212,17 @@ def run_json(rounds: list[Round], *, prompt: str, pair_name: str, config: Decode
     """A run as one JSON document: settings, prompt, generated text and every Round."""
     settings = asdict(config) if isinstance(config, DecodeConfig) else dict(config)
     return json.dumps({"format": RUN_FORMAT, "version": 1, "pair": pair_name, "prompt": prompt,
-                       "config": settings, "text": text, "rounds": [r.to_dict() for r in rounds]}, indent=1)
+                       "config": settings, "text": text,
+                       "rounds": [{"number": r.number, **r.to_dict()} for r in rounds]}, indent=1)
+
+
+def rounds_table(rounds: list[Round]) -> pd.DataFrame:
+    """One row per round (the page's table and the CSV), numbered from 1 as people count."""
+    return rounds_frame(rounds).assign(round=[r.number for r in rounds])
 
 
 def metrics_csv(rounds: list[Round]) -> str:
-    return rounds_frame(rounds).to_csv(index=False)
+    return rounds_table(rounds).to_csv(index=False)
 
 
 def load_run(data: bytes | str) -> SavedRun:
@@ -240,12 +248,12 @@ def load_run(data: bytes | str) -> SavedRun:
     rounds = []
     for n, item in enumerate(items):
         if not isinstance(item, dict):
-            raise ValueError(f"round {n} of this run is not a JSON object")
+            raise ValueError(f"round {n + 1} of this run is not a JSON object")
         try:
             record = Round.from_dict(item)
             validate_round(record)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"round {n} of this run is not a valid round: {exc}") from None
+            raise ValueError(f"round {n + 1} of this run is not a valid round: {exc}") from None
         rounds.append(record)
     config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
     known = {f.name for f in fields(DecodeConfig)}

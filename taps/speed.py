@@ -1,0 +1,222 @@
+"""Two kinds of speed, never confused (plain Python, no torch).
+
+*Modelled*: tau x t_AR / t_round, with t_AR and t_round read from a named latency profile for the
+rounds a run actually made. Deterministic: the same rounds and profile give the same figure on an
+idle machine and a busy one, and a profile of other hardware answers "what would this run gain
+there?".
+
+*Measured*: wall clock, which a busy machine bends. Race and sweep repeat every run (AR included,
+interleaved, so a burst of load hits all of them alike) and show the median with the range over
+repeats; Step through shows the median over the run's rounds with the middle half of them. A wide
+spread or a busy machine gets a note, and a best budget is named only when it beats the
+runner-up by more than that spread.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .metrics import modelled_speedup
+from .record import Round
+
+WIDE_SPREAD = 0.25           # (high - low) / median above this is called wide
+BUSY_LOAD = 0.75             # 1-minute load average per core above this is called busy
+MIN_REPEATS, MAX_REPEATS = 3, 20
+
+
+@dataclass
+class Spread:
+    """A measured figure: the median and the low and high ends of its spread."""
+
+    median: float
+    low: float
+    high: float
+    count: int
+    kind: str = "range"      # range (over repeats) | middle half (quartiles over rounds)
+
+    @property
+    def relative(self) -> float:
+        return (self.high - self.low) / self.median if self.median > 0 else float("inf")
+
+    @property
+    def wide(self) -> bool:
+        return self.count > 1 and self.relative > WIDE_SPREAD
+
+    def text(self, digits: int = 2, unit: str = "×") -> str:
+        """`1.32× (1.10–1.45×)`: the median, then the spread."""
+        if self.count <= 1:
+            return f"{self.median:.{digits}f}{unit}"
+        return f"{self.median:.{digits}f}{unit} ({self.low:.{digits}f}–{self.high:.{digits}f}{unit})"
+
+
+def spread_of(values: Iterable[float], kind: str = "range") -> Spread:
+    """Median and spread of measured values: their full range (`range`, for a few repeats) or their
+    interquartile range (`middle half`, for many rounds). NaNs are left out."""
+    data = np.asarray([v for v in values if v == v], dtype=float)
+    if data.size == 0:
+        return Spread(float("nan"), float("nan"), float("nan"), 0, kind)
+    if kind == "range":
+        low, high = float(data.min()), float(data.max())
+    else:
+        low, high = (float(x) for x in np.percentile(data, [25, 75]))
+    return Spread(float(np.median(data)), low, high, int(data.size), kind)
+
+
+def validate_repeats(repeats) -> int:
+    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or \
+            not MIN_REPEATS <= int(repeats) <= MAX_REPEATS:
+        raise ValueError(f"repeats must be a whole number from {MIN_REPEATS} to {MAX_REPEATS} (a median and a "
+                         f"spread need at least {MIN_REPEATS}), got {repeats!r}")
+    return int(repeats)
+
+
+@dataclass
+class MachineLoad:
+    load: float              # 1-minute load average
+    cores: int
+
+    @property
+    def busy(self) -> bool:
+        return self.load / max(self.cores, 1) > BUSY_LOAD
+
+    def note(self) -> str:
+        if not self.busy:
+            return ""
+        return (f"This machine is busy (load {self.load:.1f} on {self.cores} cores): measured times are slower and "
+                "noisier than on an idle machine. The modelled figures do not change.")
+
+
+def machine_load() -> MachineLoad:
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    return MachineLoad(load=float(load), cores=os.cpu_count() or 1)
+
+
+def profile_name(profile) -> str:
+    """A profile's name as every modelled figure shows it: what, where and when it was measured."""
+    if profile is None:
+        return "no latency profile"
+    return profile.describe()
+
+
+# ---------------------------------------------------------------------------- step through
+@dataclass
+class StepSpeed:
+    modelled: dict | None        # modelled_speedup(...) of the rounds so far, or None without a profile
+    measured: Spread | None      # per-round tau x median AR step / round time; None without an AR run
+    ar_step_s: float             # the median measured AR step
+
+
+def step_speed(rounds: Sequence[Round], ar_rounds: Sequence[Round], profile) -> StepSpeed:
+    """The modelled speed-up of these rounds under `profile`, and the measured one: for each round,
+    its tokens times the median AR step of the same prompt here, over its own time (the median of
+    those over the rounds, with their middle half)."""
+    modelled = modelled_speedup(list(rounds), profile) if profile is not None and rounds else None
+    ar_times = [r.time_s for r in ar_rounds if r.time_s > 0]
+    if not rounds or not ar_times:
+        return StepSpeed(modelled, None, 0.0)
+    ar_step = float(np.median(ar_times))
+    per_round = [r.tau * ar_step / r.time_s for r in rounds if r.time_s > 0]
+    return StepSpeed(modelled, spread_of(per_round, "middle half"), ar_step)
+
+
+# ---------------------------------------------------------------------------- race and sweep
+def _key(row: dict) -> tuple:
+    return (row["label"], row["budget"] if row["selector"] != "ar" else 0)
+
+
+def compact_rounds(row: dict) -> dict:
+    """A run row with its round records replaced by what the speed figures need: per round the
+    tokens and the nodes verified (`round_counts`), and a fingerprint of every round's selection
+    (`round_shape`), so repeats can be checked for identical work without keeping every pool."""
+    records = row.pop("round_records", None) or []
+    row["round_counts"] = [[r["tau"], r["verified_nodes"]] for r in records]
+    row["round_shape"] = hash(tuple((r["tau"], tuple(r["selected"]), tuple(r["accepted"])) for r in records))
+    return row
+
+
+def modelled_of(row: dict, profile) -> dict | None:
+    """The modelled speed-up of a (compacted) run row under `profile`."""
+    counts = row.get("round_counts") or []
+    if profile is None or not counts:
+        return None
+    rounds = [SimpleNamespace(tau=tau, verified_nodes=nodes, selector=row["selector"],
+                              estimator=row["estimator"]) for tau, nodes in counts]
+    return modelled_speedup(rounds, profile)
+
+
+def summarize_repeats(repeats: Sequence[Sequence[dict]], profile=None) -> list[dict]:
+    """One row per run (selector, estimator, budget) over repeated races or sweeps: tau and nodes
+    (identical every repeat: decisions never read the clock), the modelled speed-up under `profile`,
+    and the measured tokens/s and speed-up as Spreads over the repeats."""
+    groups: dict[tuple, list[dict]] = {}
+    for rows in repeats:
+        for row in rows:
+            groups.setdefault(_key(row), []).append(row)
+    out = []
+    for (label, budget), rows in groups.items():
+        first = rows[0]
+        modelled = modelled_of(first, profile)
+        out.append({
+            "label": label, "selector": first["selector"], "estimator": first["estimator"], "budget": budget,
+            "tau": first["tau"], "rounds": first["rounds"], "new_tokens": first["new_tokens"],
+            "verified_nodes": first["verified_nodes"], "waste_share": first["waste_share"],
+            "lossless": all(r["lossless"] for r in rows),
+            "same_rounds": all(r.get("round_shape") == first.get("round_shape") for r in rows),
+            "modelled_speedup": modelled["speedup"] if modelled else float("nan"),
+            "modelled_round_s": modelled["round_s"] if modelled else float("nan"),
+            "tokens_per_s": spread_of(r["tokens_per_s"] for r in rows),
+            "speedup": spread_of(r["speedup_vs_ar"] for r in rows),
+            "repeats": len(rows)})
+    return out
+
+
+def spread_notes(summary: Sequence[dict], load: MachineLoad | None = None) -> list[str]:
+    """Notes to show beside measured figures: a busy machine, and runs whose spread is wide."""
+    notes = []
+    if load is not None and load.note():
+        notes.append(load.note())
+    wide = [row["label"] + (f"@{row['budget']}" if row["selector"] != "ar" else "") for row in summary
+            if row["tokens_per_s"].wide]
+    if wide:
+        notes.append(f"Wide spread between repeats (over {int(100 * WIDE_SPREAD)}% of the median) for "
+                     f"{', '.join(wide)}: read those measured figures as rough; more repeats narrow them.")
+    return notes
+
+
+def best_budgets(summary: Sequence[dict]) -> list[dict]:
+    """Per tree selector: the budget with the highest median tokens/s, named only when even its
+    slowest repeat beats the runner-up's fastest (and the two runs did not do identical work);
+    otherwise "no clear winner" with the budgets within the noise. The modelled best budget (from
+    the profile, noise-free) stands beside it."""
+    out = []
+    labels = sorted({row["label"] for row in summary if row["selector"] != "ar"})
+    for label in labels:
+        rows = sorted((r for r in summary if r["label"] == label), key=lambda r: -r["tokens_per_s"].median)
+        best = rows[0]
+        modelled = max(rows, key=lambda r: (r["modelled_speedup"] if r["modelled_speedup"] == r["modelled_speedup"]
+                                            else -1.0, -r["budget"]))
+        tied = [r["budget"] for r in rows[1:]
+                if r["tokens_per_s"].high >= best["tokens_per_s"].low
+                or (r["tau"], r["verified_nodes"], r["rounds"]) == (best["tau"], best["verified_nodes"],
+                                                                    best["rounds"])]
+        clear = len(rows) > 1 and not tied
+        if len(rows) == 1:
+            verdict = f"{best['budget']} (the only budget run)"
+        elif clear:
+            verdict = f"{best['budget']}"
+        else:
+            verdict = "no clear winner: " + ", ".join(str(b) for b in sorted([best["budget"], *tied])) + \
+                " are within the noise"
+        out.append({"selector": label, "best budget (measured)": verdict, "clear": clear,
+                    "tokens/s": best["tokens_per_s"].text(1, ""),
+                    "best budget (modelled)": modelled["budget"],
+                    "modelled speed-up": modelled["modelled_speedup"]})
+    return out

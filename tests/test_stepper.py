@@ -1,0 +1,136 @@
+"""The Step-through controller (taps.stepper) without streamlit: start, advance, saved vs live,
+replaying a run to a round, the counters, and the two speeds on a busy machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+from conftest import fixed_profile
+
+from taps import DecodeConfig
+from taps.stepper import StepController
+
+PROMPT = "def add(a, b):\n    return"
+
+
+@pytest.fixture(scope="module")
+def profile(tiny_pair_f32):
+    return fixed_profile(tiny_pair_f32)
+
+
+def config(**changes) -> DecodeConfig:
+    return replace(DecodeConfig(budget=8, max_new_tokens=24, stop_at_eos=False), **changes)
+
+
+def test_advance_starts_steps_and_restarts_on_new_settings(tiny_pair_f32, profile):
+    ctrl = StepController()
+    assert ctrl.rounds == [] and ctrl.record() is None and not ctrl.live
+    assert ctrl.advance(tiny_pair_f32, PROMPT, config(), profile) == ""
+    assert len(ctrl.rounds) == 1 and ctrl.view == 1 and ctrl.live
+    assert ctrl.session.profile is profile
+    ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=3)
+    assert len(ctrl.rounds) == 4 and ctrl.view == 4 and ctrl.record() is ctrl.rounds[-1]
+    notice = ctrl.advance(tiny_pair_f32, PROMPT, config(budget=4), profile)
+    assert notice == "Settings or prompt changed: started a new run." and len(ctrl.rounds) == 1
+    ctrl.advance(tiny_pair_f32, PROMPT + " a", config(budget=4), profile)
+    assert len(ctrl.rounds) == 1                                            # a new prompt: a new run
+    ctrl.advance(tiny_pair_f32, PROMPT + " a", config(budget=4), profile, rounds=None)
+    assert ctrl.finished and len(ctrl.session.generated) == 24
+    assert "has finished" in ctrl.advance(tiny_pair_f32, PROMPT + " a", config(budget=4), profile)
+
+
+def test_bad_settings_leave_the_run_as_it_was(tiny_pair_f32, profile):
+    ctrl = StepController()
+    ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=2)
+    session = ctrl.session
+    for bad, message in ((config(budget=0), "budget must be from 1"), (config(temperature=9.0), "temperature"),
+                         (config(selector="oracle", temperature=0.5), "greedy")):
+        with pytest.raises(ValueError, match=message):
+            ctrl.advance(tiny_pair_f32, PROMPT, bad, profile)
+        assert ctrl.session is session and len(ctrl.rounds) == 2
+    with pytest.raises(ValueError, match="empty"):
+        ctrl.advance(tiny_pair_f32, "  ", config(), profile)
+    assert ctrl.session is session
+
+
+def test_a_profile_is_required_never_measured(tiny_pair_f32, monkeypatch):
+    from taps import costs
+
+    monkeypatch.setattr(costs, "profile_for", lambda *a, **k: pytest.fail("the app must never measure a profile"))
+    ctrl = StepController()
+    with pytest.raises(ValueError, match="Measure latency profile"):
+        ctrl.advance(tiny_pair_f32, PROMPT, config(taps_mode="cost"), None)
+    with pytest.raises(ValueError, match="DDTree's cost mode"):
+        ctrl.advance(tiny_pair_f32, PROMPT, config(selector="ddtree", ddtree_mode="cost"), None)
+    ctrl.advance(tiny_pair_f32, PROMPT, config(taps_mode="reach"), None)        # reach needs none
+    assert len(ctrl.rounds) == 1
+
+
+def test_open_at_replays_the_same_rounds(tiny_pair_f32, profile):
+    first = StepController()
+    first.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=None)
+    again = StepController()
+    again.open_at(tiny_pair_f32, PROMPT, config(), profile, 3)
+    assert again.view == 3 and len(again.rounds) == 3
+    for a, b in zip(first.rounds, again.rounds):
+        assert (a.selected, a.accepted, a.committed_tokens) == (b.selected, b.accepted, b.committed_tokens)
+    again.open_at(tiny_pair_f32, PROMPT, config(), profile, 999)
+    assert again.finished and again.view == len(again.rounds)
+
+
+def test_saved_runs_are_viewed_apart_from_the_live_one(tiny_pair_f32, profile):
+    ctrl = StepController()
+    ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=3)
+    text = ctrl.run_file(tiny_pair_f32.name)
+    assert ctrl.metrics_file().splitlines()[1].startswith("1,")
+    viewer = StepController()
+    viewer.load(text.encode())
+    assert not viewer.live and viewer.view == 3 and viewer.prompt_text == PROMPT
+    assert [r.selected for r in viewer.rounds] == [r.selected for r in ctrl.rounds]
+    assert viewer.numbers(profile).speed.measured is None                  # its times were measured elsewhere
+    assert viewer.config["budget"] == 8
+    with pytest.raises(ValueError, match="not a TAPS Studio run"):
+        viewer.load(b'{"a": 1}')
+    viewer.advance(tiny_pair_f32, PROMPT, config(), profile)                # stepping decodes live again
+    assert viewer.live and len(viewer.rounds) == 1
+
+
+def test_numbers_follow_the_round_on_view(tiny_pair_f32, profile):
+    ctrl = StepController()
+    ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=4)
+    ctrl.view = 2
+    numbers = ctrl.numbers(profile)
+    assert numbers.rounds == 2 and numbers.tokens == sum(r.tau for r in ctrl.rounds[:2])
+    assert numbers.tau_round == ctrl.rounds[1].tau
+    speed = numbers.speed
+    assert speed.modelled["speedup"] > 0 and speed.measured.count == 2 and speed.ar_step_s > 0
+    spans = ctrl.spans()
+    assert [s["number"] for s in spans] == [1, 2, 3, 4]
+    assert "".join(s["text"] for s in spans) == ctrl.session.text
+
+
+def _busy(count: int = 2) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+def test_a_busy_machine_changes_the_measured_speed_not_the_modelled_one(tiny_pair_f32, profile):
+    """Decisions never read the clock: the same settings give the same rounds, hence the same
+    modelled speed-up, with CPU-heavy processes alongside; the measured one comes with a spread."""
+    quiet = StepController()
+    quiet.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=None)
+    hogs = _busy()
+    try:
+        busy = StepController()
+        busy.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=None)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert [r.selected for r in busy.rounds] == [r.selected for r in quiet.rounds]
+    calm, loaded = quiet.numbers(profile).speed, busy.numbers(profile).speed
+    assert calm.modelled == loaded.modelled
+    assert loaded.measured.count == len(busy.rounds) and loaded.measured.low <= loaded.measured.median \
+        <= loaded.measured.high

@@ -1,72 +1,25 @@
-"""TAPS Studio home: what this is, which model pair is loaded, and where to start."""
+"""TAPS Studio: the Streamlit frame. Sets up every run once (page, type, presenter mode, the model
+pair and latency profile in the sidebar), then runs the chosen page.
 
-import streamlit as st
-
-import app_common as ui
-from taps import viz
-from taps.app_state import pair_facts
-from taps.toy import PRESETS, build_toy_tree, choose, descendants
-
-ui.setup_page("Home", "🌳")
-st.title("TAPS Studio")
-st.markdown("#### See and measure tree speculative decoding with diffusion drafters")
-pair = ui.pair_sidebar()
-
-left, right = st.columns([1, 1])
-with left:
-    st.markdown(
-        """
-**Speculative decoding.** A small *drafter* guesses several next tokens; the large *target* model
-checks them all in one forward pass and keeps the longest prefix it agrees with, plus one token of
-its own (the *bonus*). The output is exactly what the target alone would write: only faster.
-
-**Diffusion drafting.** A block-diffusion drafter (DFlash) proposes every position of a block in
-one pass. Its per-position distributions are *marginals*: position 3 does not know which token
-was picked at position 2. Taking the top few tokens per position gives a lattice, and any path
-through it is a candidate: a **draft tree** the target verifies at once.
-
-**TAPS** (target-aware prefix tree selection). A node can only be accepted if its whole prefix is,
-and after an off-mode choice the marginals are too optimistic. So TAPS scores every candidate by
-its **path-conditioned reach** (the chance the target accepts the whole path) instead of the
-marginal product DDTree uses, and spends the budget where acceptance is likely, not under
-prefixes the target will reject (**rejected-prefix waste**).
+    streamlit run app.py
 """
-    )
-with right:
-    preset = PRESETS["Two good openings"]
-    toy = build_toy_tree(preset.marginals, preset.off_mode_factor, preset.tokens)
-    rejected, budget = 2, 8
-    below = set(descendants(toy, rejected))
-    lost = [len(below & set(choose(score, budget).tolist())) for score in (toy.path_marginal, toy.reach)]
-    st.plotly_chart(viz.toy_tree_figure(toy, budget=budget, rejected=rejected), key="home_toy_chart", theme=None,
-                    config={"displayModeBar": False})
-    st.caption(f"A toy tree with a budget of {budget} nodes. Suppose the target rejects '{toy.labels[rejected]}': "
-               f"everything below it is waste. DDTree (left) put {lost[0]} nodes there, TAPS (right) {lost[1]}.")
 
-st.subheader("The loaded model pair")
-if pair is not None:
-    facts = pair_facts(pair)
-    cols = st.columns(4)
-    cols[0].metric("Pair", facts["name"])
-    cols[1].metric("Device", facts["device"])
-    cols[2].metric("Vocabulary", facts["vocabulary"])
-    cols[3].metric("Context", facts["context"])
-    st.markdown(f"- **Target:** {facts['target']}\n- **Drafter:** {facts['drafter']}\n"
-                f"- **TAPS scorer:** {facts['TAPS scorer']}")
-else:
-    st.info("No model pair is loaded; the **Learn** page works without one.")
+import os
 
-st.subheader("Where to start")
-cols = st.columns(4)
-with cols[0]:
-    st.page_link("pages/1_Step_through.py", label="Step through", icon=":material/account_tree:")
-    st.caption("One round at a time: the draft tree, what was verified, accepted and wasted.")
-with cols[1]:
-    st.page_link("pages/2_Race_and_sweep.py", label="Race and sweep", icon=":material/sports_score:")
-    st.caption("AR, DFlash, DDTree, TAPS and the oracle on one prompt; the best budget per selector.")
-with cols[2]:
-    st.page_link("pages/3_Failure_cases.py", label="Failure cases", icon=":material/search:")
-    st.caption("Rounds where TAPS lost to DDTree or the oracle, or wasted its budget, explained.")
-with cols[3]:
-    st.page_link("pages/4_Learn.py", label="Learn", icon=":material/school:")
-    st.caption("A toy tree with no model: edit the marginals, watch the two rankings part ways.")
+# Before torch is first imported: OpenMP threads that sleep at barriers instead of spinning, so a
+# busy laptop slows the app down by its share of the CPU, not many times over.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import streamlit as st  # noqa: E402
+
+import app_common as ui  # noqa: E402
+
+st.set_page_config(page_title="TAPS Studio", page_icon="🌳", layout="wide")
+PAGES = [
+    st.Page("app_pages/0_Home.py", title="Home", icon=":material/home:", default=True),
+    st.Page("app_pages/1_Step_through.py", title="Step through", icon=":material/account_tree:"),
+    st.Page("app_pages/2_Race_and_sweep.py", title="Race and sweep", icon=":material/sports_score:"),
+    st.Page("app_pages/3_Failure_cases.py", title="Failure cases", icon=":material/search:"),
+    st.Page("app_pages/4_Learn.py", title="Learn", icon=":material/school:"),
+]
+ui.frame(PAGES).run()

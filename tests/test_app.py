@@ -10,25 +10,35 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit", reason="the app's packages are not installed (a bare GPU server)")
+from conftest import fixed_profile
 from streamlit.testing.v1 import AppTest
 
-from taps.app_state import run_json
+from taps.app_state import load_pair_from_source, run_json
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP, RACE, FAIL, LEARN = ("1_Step_through.py", "2_Race_and_sweep.py", "3_Failure_cases.py", "4_Learn.py")
+VERIFIED = ("root: last token", "accepted", "rejected sibling", "rejected-prefix waste")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def tiny_pair_env(tiny_pair_dir):
+    """The app on the tiny pair, with this machine's latency profile saved (a fixed one): what a
+    user has after pressing *Measure latency profile* once."""
+    from taps.costs import forget_profiles, profile_path
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TAPS_PAIR", str(tiny_pair_dir))
+        pair = load_pair_from_source(str(tiny_pair_dir), "auto")
+        fixed_profile(pair).save(profile_path(pair))
         yield
+        profile_path(pair).unlink(missing_ok=True)
+        forget_profiles()
 
 
 def open_page(page: str | None = None) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
     if page:
-        at.switch_page(f"pages/{page}").run()
+        at.switch_page(f"app_pages/{page}").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -43,9 +53,12 @@ def node_ids(trace: dict) -> set[int]:
     return {int(row[0]) for row in trace.get("customdata") or []}
 
 
-def nodes_named(spec: dict, *names: str, axis: str | None = None) -> set[int]:
-    return set().union(*(node_ids(t) for t in spec["data"] if t.get("name") in names
-                         and (axis is None or t.get("xaxis", "x") == axis)))
+def nodes_named(spec: dict, *names: str) -> set[int]:
+    return set().union(*(node_ids(t) for t in spec["data"] if t.get("name") in names))
+
+
+def subtitle(spec: dict) -> str:
+    return spec["layout"]["title"].get("subtitle", {}).get("text", "")
 
 
 def errors(at: AppTest) -> str:
@@ -54,6 +67,10 @@ def errors(at: AppTest) -> str:
 
 def metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
+
+
+def controller(at: AppTest):
+    return at.session_state["step_controller"]
 
 
 def step_setup(at: AppTest, prompt: str = "def add(a, b):\n    return", selector: str = "taps",
@@ -66,28 +83,30 @@ def step_setup(at: AppTest, prompt: str = "def add(a, b):\n    return", selector
 
 
 def check_tree_matches(spec: dict, record) -> None:
-    verified = nodes_named(spec, "root (last committed token)", "accepted", "rejected sibling",
-                           "rejected-prefix waste")
+    verified = nodes_named(spec, *VERIFIED)
     assert verified == set(record.selected)
     assert all(record.pool_parents[v] in verified for v in verified if v), "selected nodes must be prefix-closed"
     assert nodes_named(spec, "accepted") == set(record.accepted)
     assert nodes_named(spec, "rejected-prefix waste") == {i for i in record.selected if record.status[i] == "waste"}
     path = next(t for t in spec["data"] if t["name"] == "accepted path")
     assert len(path["x"]) == 3 * len(record.accepted)
-    bonus = next(t for t in spec["data"] if t["name"] == "bonus token (the target's own)")
+    bonus = next(t for t in spec["data"] if t["name"] == "bonus: target's token")
     assert len(bonus["x"]) == 1
-    title = spec["layout"]["title"]["text"]
-    assert f"verified {record.verified_nodes}, accepted {len(record.accepted)} + bonus" in title
-    assert f"waste {record.waste_nodes}" in title
+    assert spec["layout"]["title"]["text"].startswith(f"<b>Round {record.number}</b>")
+    assert f"verified {record.verified_nodes}, accepted {len(record.accepted)} + bonus" in subtitle(spec)
+    assert f"waste {record.waste_nodes}" in subtitle(spec)
 
 
-# ---------------------------------------------------------------------------- home
+# ---------------------------------------------------------------------------- the frame and home
 def test_home_names_the_pair_and_the_pages():
     at = open_page()
     assert metrics(at)["Pair"] == "tiny-random"
-    assert {link.proto.label for link in at.get("page_link")} == {"Step through", "Race and sweep", "Failure cases",
-                                                                  "Learn"}
+    assert {link.proto.label for link in at.get("page_link")} >= {"Step through", "Race and sweep", "Failure cases",
+                                                                   "Learn"}
     assert chart(at, "home_toy_chart")["data"]
+    sidebar = [el.label for el in at.sidebar if hasattr(el, "label")]
+    assert "Presenter mode" in sidebar and "Re-measure latency profile" in sidebar
+    assert any("measured" in c.value and "1024 nodes" in c.value for c in at.sidebar.caption)
 
 
 # ---------------------------------------------------------------------------- step through
@@ -95,53 +114,49 @@ def test_step_draws_the_round_and_counts_match():
     at = step_setup(open_page(STEP))
     at.button(key="step_btn_step").click().run()
     assert not at.exception and not errors(at)
-    session = at.session_state["step_session"]
+    session = controller(at).session
     record = session.rounds[-1]
     assert session.config.budget == 16 and len(session.rounds) == 1
+    assert session.profile is not None and session.profile.source == "fixed"      # read from disk, never measured
     check_tree_matches(chart(at, "step_tree_chart"), record)
     shown = metrics(at)
-    assert shown["Tokens so far"] == str(record.tau) and shown["Verified this round"] == str(record.verified_nodes)
-    assert shown["Speed-up vs AR"].endswith("×")
+    assert shown["Tokens"] == str(record.tau) and shown["Verified"] == str(record.verified_nodes)
+    assert shown["Measured speed-up"].endswith("×") and shown["Modelled speed-up (this machine)"].endswith("×")
+    assert any("**Modelled**" in c.value and "fixed latency profile of tiny-random" in c.value for c in at.caption)
 
     at.button(key="step_btn_step").click().run()
-    assert len(at.session_state["step_session"].rounds) == 2
-    second = at.session_state["step_session"].rounds[-1]
+    assert len(controller(at).rounds) == 2
+    second = controller(at).rounds[-1]
     check_tree_matches(chart(at, "step_tree_chart"), second)
-    assert metrics(at)["Tokens so far"] == str(record.tau + second.tau)
-    compare = chart(at, "step_compare_chart")
-    assert compare["layout"]["meta"]["budget"] == 16
-    at.number_input(key="step_compare_budget").set_value(4).run()
-    compare = chart(at, "step_compare_chart")
-    assert len(nodes_named(compare, "picked, on the target's path", "picked, rejected sibling",
-                           "picked, under a rejected prefix", "picked, verdict unknown", axis="x")) == 4
+    assert metrics(at)["Tokens"] == str(record.tau + second.tau)
     at.radio(key="step_color_by").set_value("target").run()
-    assert "target" in chart(at, "step_tree_chart")["layout"]["coloraxis"]["colorbar"]["title"]["text"]
-    assert at.dataframe[0].value.shape[0] == 2
-    assert {b.key for b in at.get("download_button")} >= {"step_dl_png", "step_dl_svg", "step_dl_html",
-                                                          "step_dl_json", "step_dl_csv"}
+    spec = chart(at, "step_tree_chart")
+    assert "target" in spec["layout"]["coloraxis"]["colorbar"]["title"]["text"]
+    labels = next(t for t in spec["data"] if t["name"] == "token labels")
+    assert len(labels["text"]) == len(second.selected) + 1 and all(labels["text"])   # every verified node + bonus
 
 
 def test_run_ten_slider_and_run_to_end():
     at = step_setup(open_page(STEP), max_new=40, budget=8)
     at.button(key="step_btn_run10").click().run()
-    session = at.session_state["step_session"]
-    count = len(session.rounds)
-    assert count == 10 or session.finished
+    ctrl = controller(at)
+    count = len(ctrl.rounds)
+    assert count == 10 or ctrl.finished
     assert at.slider(key="step_round_view").value == count
     at.slider(key="step_round_view").set_value(1).run()
     spec = chart(at, "step_tree_chart")
-    assert spec["layout"]["meta"]["round"] == 0
-    check_tree_matches(spec, session.rounds[0])
-    assert metrics(at)["Tokens so far"] == str(session.rounds[0].tau)
+    assert spec["layout"]["meta"]["number"] == 1
+    check_tree_matches(spec, ctrl.rounds[0])
+    assert metrics(at)["Tokens"] == str(ctrl.rounds[0].tau)
     at.button(key="step_btn_run_end").click().run()
-    session = at.session_state["step_session"]
-    assert session.finished and session.stop_reason in ("max new tokens", "end of text")
-    assert metrics(at)["Tokens so far"] == str(len(session.generated))
-    assert at.slider(key="step_round_view").value == len(session.rounds)
+    ctrl = controller(at)
+    assert ctrl.finished and ctrl.session.stop_reason in ("max new tokens", "end of text")
+    assert metrics(at)["Tokens"] == str(len(ctrl.session.generated))
+    assert at.slider(key="step_round_view").value == len(ctrl.rounds)
     at.button(key="step_btn_step").click().run()
     assert any("finished" in i.value for i in at.info)
     at.button(key="step_btn_reset").click().run()
-    assert at.session_state["step_session"].rounds == [] and not at.exception
+    assert controller(at).rounds == [] and not at.exception
 
 
 @pytest.mark.parametrize("selector", ["ar", "dflash", "ddtree", "oracle"])
@@ -149,7 +164,7 @@ def test_every_selector_steps(selector):
     at = step_setup(open_page(STEP), selector=selector, budget=8, max_new=8)
     at.button(key="step_btn_step").click().run()
     assert not at.exception and not errors(at)
-    record = at.session_state["step_session"].rounds[-1]
+    record = controller(at).rounds[-1]
     assert record.selector == selector
     check_tree_matches(chart(at, "step_tree_chart"), record)
     if selector == "ar":
@@ -160,12 +175,30 @@ def test_changed_settings_start_a_new_run():
     at = step_setup(open_page(STEP), budget=8)
     at.button(key="step_btn_step").click().run()
     at.button(key="step_btn_step").click().run()
-    assert len(at.session_state["step_session"].rounds) == 2
+    assert len(controller(at).rounds) == 2
     at.number_input(key="step_budget").set_value(4).run()
     assert any("next **Step** starts a new run" in c.value for c in at.caption)
     at.button(key="step_btn_step").click().run()
-    session = at.session_state["step_session"]
+    session = controller(at).session
     assert len(session.rounds) == 1 and session.config.budget == 4
+    assert any("started a new run" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("step_budget", 5000, "budget must be from 1 to 1024, got 5000"),
+    ("step_budget", 0, "budget must be from 1 to 1024, got 0"),
+    ("step_temperature", 100.0, "temperature must be from 0.0 to 5.0, got 100.0"),
+    ("step_max_new", 99999, "max_new_tokens must be from 1 to 4096"),
+    ("step_block_size", 40, "block_size must be from 2 to the drafter's 8"),
+])
+def test_out_of_range_numbers_get_the_engine_message(key, value, message):
+    at = step_setup(open_page(STEP), budget=8)
+    at.button(key="step_btn_step").click().run()
+    at.number_input(key=key).set_value(value).run()
+    assert at.number_input(key=key).value == value                       # kept as typed, never clamped
+    assert message in errors(at)
+    at.button(key="step_btn_step").click().run()
+    assert message in errors(at) and len(controller(at).rounds) == 1      # nothing ran with the old value
 
 
 @pytest.mark.parametrize("change, message", [
@@ -177,7 +210,7 @@ def test_changed_settings_start_a_new_run():
 def test_bad_input_is_a_clear_message_and_the_page_stays_usable(change, message):
     at = step_setup(open_page(STEP), budget=8)
     at.button(key="step_btn_step").click().run()
-    before = len(at.session_state["step_session"].rounds)
+    before = len(controller(at).rounds)
     for key, value in change.items():
         widget = at.text_area(key=key) if key == "step_prompt" else (
             at.number_input(key=key) if key == "step_temperature" else at.selectbox(key=key))
@@ -185,62 +218,96 @@ def test_bad_input_is_a_clear_message_and_the_page_stays_usable(change, message)
     at.button(key="step_btn_step").click().run()
     assert not at.exception
     assert message in errors(at)
-    assert len(at.session_state["step_session"].rounds) == before          # the old run is untouched
+    assert len(controller(at).rounds) == before                           # the old run is untouched
     assert chart(at, "step_tree_chart")                                   # and still drawn
     step_setup(at, budget=8).selectbox(key="step_estimator").set_value("online")
     at.number_input(key="step_temperature").set_value(0.0)
     at.button(key="step_btn_step").click().run()
-    assert not errors(at) and len(at.session_state["step_session"].rounds) >= 1
+    assert not errors(at) and len(controller(at).rounds) >= 1
 
 
-def test_block_size_is_bounded_by_the_drafter():
+def test_no_saved_profile_is_a_message_not_a_measurement(tiny_pair_dir):
+    from taps.costs import profile_path
+
+    pair = load_pair_from_source(str(tiny_pair_dir), "auto")
+    saved = profile_path(pair).read_text()
+    profile_path(pair).unlink()
+    try:
+        at = step_setup(open_page(STEP), budget=8)
+        assert any("sizes every tree from this machine's latency profile" in w.value for w in at.warning)
+        at.button(key="step_btn_step").click().run()
+        assert "Measure latency profile" in errors(at) and not controller(at).rounds
+        at.selectbox(key="step_taps_mode").set_value("reach").run()
+        at.button(key="step_btn_step").click().run()
+        assert not errors(at) and len(controller(at).rounds) == 1          # reach mode needs no profile
+    finally:
+        profile_path(pair).write_text(saved)
+
+
+def test_block_size_starts_at_the_drafters_own():
     at = open_page(STEP)
-    assert at.number_input(key="step_block_size").max == 8 == at.number_input(key="step_block_size").value
+    assert at.number_input(key="step_block_size").value == 8
 
 
 def test_settings_survive_a_visit_to_another_page():
     at = step_setup(open_page(STEP), budget=8)
     at.button(key="step_btn_step").click().run()
-    at.switch_page(f"pages/{LEARN}").run()
+    at.switch_page(f"app_pages/{LEARN}").run()
     at.slider(key="learn_budget").set_value(5).run()
-    at.switch_page(f"pages/{RACE}").run()
-    at.switch_page(f"pages/{STEP}").run()
+    at.switch_page(f"app_pages/{RACE}").run()
+    at.number_input(key="race_repeats").set_value(4).run()
+    at.switch_page(f"app_pages/{STEP}").run()
     assert at.number_input(key="step_budget").value == 8
     at.button(key="step_btn_step").click().run()
-    assert len(at.session_state["step_session"].rounds) == 2              # the same run continued
-    at.switch_page(f"pages/{LEARN}").run()
+    assert len(controller(at).rounds) == 2                                # the same run continued
+    at.switch_page(f"app_pages/{LEARN}").run()
     assert at.slider(key="learn_budget").value == 5 and not at.exception
+    at.switch_page(f"app_pages/{RACE}").run()
+    assert at.number_input(key="race_repeats").value == 4
+
+
+def test_presenter_mode_moves_the_settings_into_a_popover():
+    at = step_setup(open_page(STEP), budget=8)
+    at.button(key="step_btn_step").click().run()
+    at.toggle(key="presenter").set_value(True).run()
+    assert not at.exception and at.toggle(key="presenter").value
+    assert at.get("popover") and at.number_input(key="step_budget").value == 8     # settings in the popover
+    at.button(key="step_btn_step").click().run()
+    assert len(controller(at).rounds) == 2
+    check_tree_matches(chart(at, "step_tree_chart"), controller(at).rounds[-1])
+    at.toggle(key="presenter").set_value(False).run()
+    assert not at.toggle(key="presenter").value
 
 
 def test_saved_run_reloads_and_bad_files_are_refused():
     at = step_setup(open_page(STEP), budget=8)
     at.button(key="step_btn_run10").click().run()
-    session = at.session_state["step_session"]
-    text = run_json(session.rounds, prompt="def add(a, b):\n    return", pair_name="tiny-random",
-                    config=session.config, text=session.text)
+    ctrl = controller(at)
+    text = run_json(ctrl.rounds, prompt="def add(a, b):\n    return", pair_name="tiny-random",
+                    config=ctrl.session.config, text=ctrl.session.text)
+    assert [r["number"] for r in json.loads(text)["rounds"]] == list(range(1, len(ctrl.rounds) + 1))
     fresh = open_page(STEP)
     fresh.file_uploader(key="step_upload").set_value(("run.json", text.encode(), "application/json")).run()
     assert not fresh.exception and not errors(fresh)
     assert any("Viewing a saved run" in i.value for i in fresh.info)
-    spec = chart(fresh, "step_tree_chart")
-    check_tree_matches(spec, session.rounds[-1])
-    assert metrics(fresh)["Speed-up vs AR"] == "—"
+    check_tree_matches(chart(fresh, "step_tree_chart"), ctrl.rounds[-1])
+    assert metrics(fresh)["Measured speed-up"] == "—"
     bad = open_page(STEP)
     bad.file_uploader(key="step_upload").set_value(("notes.json", b'{"hello": 1}', "application/json")).run()
     assert "not a TAPS Studio run" in errors(bad)
     step_setup(bad, budget=8)
     bad.button(key="step_btn_step").click().run()
-    assert len(bad.session_state["step_session"].rounds) == 1 and not bad.exception
+    assert len(controller(bad).rounds) == 1 and not bad.exception
 
 
 def test_browser_sessions_are_isolated():
     first = step_setup(open_page(STEP), budget=8)
     second = open_page(STEP)
     first.button(key="step_btn_step").click().run()
-    assert "step_session" not in second.session_state
+    assert not controller(second).rounds
     step_setup(second, budget=8).button(key="step_btn_run10").click().run()
-    assert len(first.session_state["step_session"].rounds) == 1
-    assert first.session_state["step_session"] is not second.session_state["step_session"]
+    assert len(controller(first).rounds) == 1
+    assert controller(first).session is not controller(second).session
 
 
 def test_a_pair_that_fails_to_load_is_reported_and_the_old_one_kept():
@@ -250,7 +317,7 @@ def test_a_pair_that_fails_to_load_is_reported_and_the_old_one_kept():
     assert not at.exception
     assert "neither a folder" in errors(at) and "still using the previous pair" in errors(at)
     step_setup(at, budget=8).button(key="step_btn_step").click().run()
-    assert len(at.session_state["step_session"].rounds) == 1
+    assert len(controller(at).rounds) == 1
 
 
 def test_no_loadable_pair_is_a_message_and_another_can_be_loaded(monkeypatch, tiny_pair_dir):
@@ -264,33 +331,38 @@ def test_no_loadable_pair_is_a_message_and_another_can_be_loaded(monkeypatch, ti
     at.button(key="pair_load_button").click().run()
     assert not errors(at) and not at.exception
     step_setup(at, budget=8).button(key="step_btn_step").click().run()
-    assert len(at.session_state["step_session"].rounds) == 1
+    assert len(controller(at).rounds) == 1
 
 
 # ---------------------------------------------------------------------------- race and sweep
-def test_race_and_sweep():
+def test_race_and_sweep_repeat_and_show_both_speeds():
     at = open_page(RACE)
     at.number_input(key="race_budget").set_value(8)
     at.number_input(key="race_max_new").set_value(8)
     at.button(key="race_btn").click().run()
     assert not at.exception and not errors(at)
-    rows = at.session_state["race_rows"]
-    assert [r["label"] for r in rows] == ["ar", "dflash", "ddtree", "taps/online", "oracle"]
-    assert all(r["lossless"] and r["new_tokens"] == 8 for r in rows)
-    bars = chart(at, "race_chart")["data"][0]
-    assert list(bars["x"]) == [r["label"] for r in rows]
-    assert list(bars["y"]) == pytest.approx([r["tokens_per_s"] for r in rows])
-    assert at.dataframe[0].value.shape[0] == 5
+    runs = at.session_state["race_result"]["runs"]
+    assert len(runs) == 3                                                 # three repeats by default
+    assert [r["label"] for r in runs[0]] == ["ar", "dflash", "ddtree", "taps/online", "oracle"]
+    assert all(r["lossless"] and r["new_tokens"] == 8 for rows in runs for r in rows)
+    spec = chart(at, "race_chart")
+    assert list(spec["data"][0]["x"]) == [r["label"] for r in runs[0]]
+    assert "error_y" in spec["data"][1] and "median of 3 repeats" in spec["layout"]["annotations"][1]["text"]
+    table = at.dataframe[0].value
+    assert table.shape[0] == 5 and table["same rounds every repeat"].all()
+    assert table["measured speed-up (range)"].str.contains("–").all()
     at.multiselect(key="race_selectors").set_value(["ddtree", "taps"])
     at.multiselect(key="sweep_budgets").set_value([2, 4])
     at.button(key="sweep_btn").click().run()
     assert not at.exception and not errors(at)
-    rows = at.session_state["sweep_rows"]
-    assert len(rows) == 1 + 2 * 2
+    runs = at.session_state["sweep_result"]["runs"]
+    assert len(runs) == 3 and len(runs[0]) == 1 + 2 * 2
     spec = chart(at, "sweep_chart")
     assert {t["name"] for t in spec["data"] if t.get("showlegend") is not False} == {"ddtree", "taps/online"}
     assert chart(at, "tradeoff_chart")["data"]
-    assert set(at.dataframe[1].value["best budget"]) <= {2, 4}
+    best = at.dataframe[1].value
+    assert set(best["selector"]) == {"ddtree", "taps/online"}
+    assert all(str(v) in ("2", "4") or v.startswith("no clear winner") for v in best["best budget (measured)"])
 
 
 def test_race_bad_input():
@@ -298,13 +370,18 @@ def test_race_bad_input():
     at.text_area(key="race_prompt").set_value("")
     at.button(key="race_btn").click().run()
     assert not at.exception and "the prompt is empty" in errors(at)
+    at.text_area(key="race_prompt").set_value("def f(")
+    at.number_input(key="race_repeats").set_value(1)
+    at.button(key="race_btn").click().run()
+    assert "repeats must be a whole number from 3 to 20" in errors(at)
+    at.number_input(key="race_repeats").set_value(3)
     at.multiselect(key="sweep_budgets").set_value([])
     at.button(key="sweep_btn").click().run()
     assert "at least one budget" in errors(at)
 
 
 # ---------------------------------------------------------------------------- failure cases
-def test_failure_cases_from_pasted_prompts():
+def test_failure_cases_filter_by_kind_and_open_in_step_through():
     at = open_page(FAIL)
     at.radio(key="fail_source").set_value("Your own").run()
     at.text_area(key="fail_text").set_value("def f(x):\n---\nfor i in range(")
@@ -315,13 +392,25 @@ def test_failure_cases_from_pasted_prompts():
     assert not at.exception and not errors(at)
     report = at.session_state["fail_report"]
     assert report.prompts_run == 2 and report.rounds_checked >= 2 and report.cases
+    assert at.session_state["fail_kind"] == "ddtree"                      # TAPS below DDTree first
+    at.segmented_control(key="fail_kind").set_value("all").run()
     assert at.dataframe[0].value.shape[0] == len(report.cases)
+    assert list(at.dataframe[0].value["round"]) == [c.taps_round.number for c in report.cases]
+    case_key = next(s.key for s in at.selectbox if s.key and s.key.startswith("fail_case_"))
     case = report.cases[-1]
-    at.selectbox(key="fail_case").set_value(len(report.cases) - 1).run()
+    at.selectbox(key=case_key).set_value(len(report.cases) - 1).run()
     assert any(i.value == case.explanation for i in at.info)
     check_tree_matches(chart(at, "fail_tree_chart"), case.taps_round)
     if case.others["ddtree"] is not None:
-        check_tree_matches(chart(at, "fail_ddtree_chart"), case.others["ddtree"])
+        spec = chart(at, "fail_ddtree_chart")
+        check_tree_matches(spec, case.others["ddtree"])
+        assert spec["layout"]["title"]["text"].startswith(f"<b>Round {case.taps_round.number}</b>")
+    at.button(key="fail_open_step").click().run()
+    assert not at.exception
+    ctrl = controller(at)
+    assert ctrl.view == case.taps_round.number
+    assert ctrl.rounds[ctrl.view - 1].committed_tokens == case.taps_round.committed_tokens
+    assert ctrl.rounds[ctrl.view - 1].selected == case.taps_round.selected
 
 
 def test_failure_cases_from_examples_and_bad_files():
@@ -334,6 +423,7 @@ def test_failure_cases_from_examples_and_bad_files():
     at.text_area(key="fail_text").set_value("  ")
     at.button(key="fail_btn").click().run()
     assert "holds no prompts" in errors(at)
+    assert "fail_report" not in at.session_state                          # no stale report under the error
     at.file_uploader(key="fail_upload").set_value(("p.jsonl", b'{"prompt": "a"}\n{broken', "text/plain"))
     at.button(key="fail_btn").click().run()
     assert "p.jsonl, line 2: not a JSON line" in errors(at) and not at.exception
@@ -344,11 +434,11 @@ def test_learn_page():
     at = open_page(LEARN)
     spec = chart(at, "learn_tree_chart")
     picked = ("picked", "picked but unreachable (waste)", "the rejected prefix")
-    assert len(nodes_named(spec, *picked, axis="x")) == 8 == len(nodes_named(spec, *picked, axis="x2"))
+    left = set().union(*(node_ids(t) for t in spec["data"] if t.get("name") in picked and t.get("xaxis", "x") == "x"))
+    assert len(left) == 8
     shown = metrics(at)
     assert float(shown["Expected tokens/round, TAPS"]) > float(shown["Expected tokens/round, DDTree"])
     at.slider(key="learn_budget").set_value(4).run()
-    assert len(nodes_named(chart(at, "learn_tree_chart"), *picked, axis="x2")) == 4
     at.selectbox(key="learn_reject").set_value(2).run()
     assert int(metrics(at)["DDTree nodes made unreachable"]) >= int(metrics(at)["TAPS nodes made unreachable"])
     assert nodes_named(chart(at, "learn_tree_chart"), "the rejected prefix") == {2}
@@ -356,8 +446,11 @@ def test_learn_page():
     shown = metrics(at)
     assert shown["Expected tokens/round, TAPS"] == shown["Expected tokens/round, DDTree"]
     assert at.slider(key="learn_factor").value == 1.0
-    at.text_area(key="learn_marginals").set_value("for=0.5, while=abc").run()
-    assert "not a probability" in errors(at) and not at.exception
-    assert chart(at, "learn_tree_chart") and chart(at, "learn_curve_chart")
+    for text, message in (("for=0.5, while=abc", "not a probability"),
+                          ("a=0.5 b=0.5 c=0.5 d=0.5", "add up to 2.00"),
+                          ("a=0.5 a=0.3", "the token 'a' appears twice")):
+        at.text_area(key="learn_marginals").set_value(text).run()
+        assert message in errors(at) and "cannot be a drafter's" in errors(at) and not at.exception
+        assert chart(at, "learn_tree_chart") and chart(at, "learn_curve_chart")
     at.text_area(key="learn_marginals").set_value("a=0.9 b=0.1\nc=0.8 d=0.2").run()
     assert not errors(at) and at.slider(key="learn_budget").max == 6

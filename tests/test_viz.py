@@ -11,20 +11,16 @@ import pytest
 
 pytest.importorskip("plotly", reason="the app's packages are not installed (a bare GPU server)")
 
-from conftest import needs_png_export
+from conftest import fixed_profile, needs_png_export
 
 from taps import DecodeConfig, DecodeSession, PairError, Round, viz
 from taps.app_state import (
     ArBaseline,
-    best_budgets,
-    counters,
     load_pair_from_source,
     load_run,
     metrics_csv,
     race,
-    round_texts,
     run_json,
-    session_matches,
     sweep,
 )
 from taps.failures import (
@@ -36,8 +32,10 @@ from taps.failures import (
     probe_round,
     target_path,
 )
+from taps.lesson import round_text
 from taps.prompts import example_prompts, humaneval_prompts, parse_prompt_text
 from taps.record import validate_round
+from taps.speed import best_budgets, summarize_repeats
 
 
 def synthetic_round(bonus_token: int = 14, **changes) -> Round:
@@ -97,13 +95,19 @@ def test_hindsight_on_a_known_round():
 def test_figures_of_a_known_round():
     record = synthetic_round()
     fig = viz.round_tree_figure(record)
-    assert node_ids(traces(fig, "the target's token, not verified")[0]) == {4}
+    assert node_ids(traces(fig, "bonus: target's token")[0]) == {4}          # the bonus drawn once, on its node
     assert node_ids(traces(fig, "rejected-prefix waste")[0]) == {5}
-    assert node_ids(traces(fig, "pool, not verified")[0]) == {4, 6}
+    assert node_ids(traces(fig, "pool, not verified")[0]) == {6}
+    labels = traces(fig, "token labels")[0]
+    assert sorted(labels.text) == sorted(["r", "a", "b", "c", "e", "d"])
     compare = viz.ranking_comparison_figure(record, 3)
-    assert node_ids(traces(compare, "the target's token, not picked", "x")[0]) == {4}
-    assert node_ids(traces(compare, "picked, under a rejected prefix", "x2")[0]) == {6}
-    assert "accepts 1, 0 under a rejected prefix" in compare.layout.annotations[0].text
+    assert node_ids(traces(compare, "only DDTree's pick")[0]) == {2}
+    assert node_ids(traces(compare, "only TAPS's pick")[0]) == {6}
+    assert node_ids(traces(compare, "picked by both")[0]) == {1, 3}
+    assert "accepts 1, 0 under a rejected prefix" in compare.layout.title.subtitle.text
+    assert "They differ on 2 nodes" in compare.layout.title.subtitle.text
+    same = viz.ranking_comparison_figure(record, 1)
+    assert "they agree this round" in same.layout.title.subtitle.text and same.layout.meta["differ"] == 0
 
 
 def test_explanations_compare_and_count_waste():
@@ -179,56 +183,108 @@ def test_tree_layout_centres_parents():
     pos = viz.tree_positions(parents, ranks, range(6))
     assert [pos[v][0] for v in range(6)] == [0, 1, 1, 2, 2, 2]
     leaves = sorted(pos[v][1] for v in (3, 4, 5))
-    assert leaves == [0, 1, 2]
-    assert pos[1][1] == 0.5 and pos[2][1] == 2 and pos[0][1] == 1.25
+    assert leaves == [0.5, 1.5, 2.5]                       # one row apart
+    assert pos[1][1] == 1.0 and pos[2][1] == 2.5 and pos[0][1] == 1.75
 
 
 @pytest.mark.parametrize("color_by", list(viz.COLOR_MODES))
 def test_round_tree_figure_matches_the_round(tree_rounds, color_by):
     for record in tree_rounds:
         fig = viz.round_tree_figure(record, color_by, max_pool_nodes=400)
-        verified = set().union(*(node_ids(t) for name in ("root (last committed token)", "accepted",
-                                                         "rejected sibling", "rejected-prefix waste")
-                                 for t in traces(fig, name)))
+        verified = set().union(*(node_ids(t) for name in ("root: last token", "accepted", "rejected sibling",
+                                                         "rejected-prefix waste") for t in traces(fig, name)))
         assert verified == set(record.selected)
         assert all(record.pool_parents[v] in verified for v in verified if v)            # prefix-closed
         for name, status in (("accepted", "accepted"), ("rejected sibling", "rejected"),
                              ("rejected-prefix waste", "waste"), ("pool, not verified", "unselected")):
             assert all(record.status[v] == status for t in traces(fig, name) for v in node_ids(t))
-        ring = set().union(*(node_ids(t) for t in traces(fig, "the target's token, not verified")))
-        assert ring <= set(target_path(record)) and all(record.status[v] == "unselected" for v in ring)
         accepted = node_ids(traces(fig, "accepted")[0]) if traces(fig, "accepted") else set()
         assert accepted == set(record.accepted)
         path = traces(fig, "accepted path")[0]
         assert len(path.x) == 3 * len(record.accepted)
-        bonus = traces(fig, "bonus token (the target's own)")[0]
-        assert list(bonus.text) == [html.escape(viz.display_token(record.bonus_text))]
+        bonus = traces(fig, "bonus: target's token")
+        assert len(bonus) == 1 and len(bonus[0].x) == 1
+        held = viz.bonus_node(record)
+        assert held is None or node_ids(bonus[0]) == {held}
         drawn = set().union(*(node_ids(t) for t in fig.data if t.mode and "markers" in t.mode))
-        drawn -= {len(record.pool_tokens)}                                               # the bonus
+        drawn -= {len(record.pool_tokens)}                                               # a bonus of its own
         assert all(record.pool_parents[v] in drawn for v in drawn if v)
-        assert f"verified {record.verified_nodes}" in fig.layout.title.text
+        assert f"verified {record.verified_nodes}" in fig.layout.title.subtitle.text
+        assert fig.layout.title.text.startswith(f"<b>Round {record.number}</b>")
+        labels = traces(fig, "token labels")[0]
+        meta = fig.layout.meta
+        assert len(labels.text) == meta["labels"] and all(labels.text)
+        assert meta["labels"] + meta["left_out"] == len(record.selected) + 1
+        if meta["left_out"]:
+            assert f"{meta['left_out']} of" in fig.layout.title.subtitle.text
         if color_by == "target":
             pool = traces(fig, "pool, not verified")
             assert not pool or not pool[0].x or pool[0].marker.color == viz.PALETTE["grey"]
 
 
-def test_round_tree_figure_limits_the_pool(tree_rounds):
+def test_small_trees_smaller_than_the_budget_say_why():
+    from taps.lesson import size_explanation
+
+    record = synthetic_round()                                                   # budget 4, verified 4
+    assert "chose" not in viz.round_tree_figure(record, config={"taps_mode": "cost"}).layout.title.subtitle.text
+    text = viz.round_tree_figure(synthetic_round(budget=32), config={"taps_mode": "cost"}).layout.title.subtitle.text
+    assert "The cost model chose 4 nodes of a budget of 32: expected tokens per second peaks there." in text
+    assert "pool held only 4 nodes" in size_explanation(replace(record, budget=32, pool_tokens=[1] * 5), {})
+    assert "utility rule" in size_explanation(replace(record, budget=32), {"taps_mode": "utility"})
+    assert size_explanation(replace(record, selector="ar", budget=32), {}) == ""
+
+
+def test_round_tree_figure_limits_the_pool_and_fits_its_plot(tree_rounds):
+    from taps.layout import Plot
+
     record = max(tree_rounds, key=lambda r: len(r.pool_tokens))
     fig = viz.round_tree_figure(record, "reach", max_pool_nodes=20)
-    assert fig.layout.meta["shown_nodes"] <= max(20, len(record.selected)) + len(target_path(record)) + 20
+    assert fig.layout.meta["shown_nodes"] <= max(20, len(record.selected) + 1) + 20
+    for plot in (Plot(1240, 420), Plot(900, 600), Plot(1560, 700)):
+        fig = viz.round_tree_figure(record, "reach", max_pool_nodes=100, plot=plot)
+        assert fig.layout.height <= plot.height
     with pytest.raises(ValueError, match="colour by"):
         viz.round_tree_figure(record, "rainbow")
 
 
-def test_ranking_comparison_figure_panels(tree_rounds):
+def test_lesson_figures_walk_the_stages(tree_rounds):
+    record = max((r for r in tree_rounds if r.selector == "taps"), key=lambda r: r.verified_nodes)
+    for n, stage in enumerate(("draft", "pool", "estimate", "select", "verify", "commit"), start=1):
+        fig = viz.lesson_figure(record, stage, prompt="def f(x):")
+        assert fig.layout.title.text.startswith(f"<b>Round {record.number} · {n} of 6")
+        assert fig.layout.title.subtitle.text and fig.layout.meta["stage"] == stage
+        names = {t.name for t in fig.data}
+        assert ("accepted path" in names) == (stage in ("verify", "commit"))
+        assert ("bonus: target's token" in names) == (stage == "commit")
+        if stage == "select":
+            assert node_ids(traces(fig, "picked for verifying")[0]) == set(record.selected) - {0}
+    with pytest.raises(ValueError, match="unknown stage"):
+        viz.round_tree_figure(record, stage="plan")
+
+
+def test_ranking_comparison_figure(tree_rounds):
     record = next(r for r in tree_rounds if r.selector == "taps")
     fig = viz.ranking_comparison_figure(record, 8)
     comparison = compare_rankings(record, 8)
-    left = set().union(*(node_ids(t) for t in fig.data if t.name.startswith("picked") and t.xaxis == "x"))
-    right = set().union(*(node_ids(t) for t in fig.data if t.name.startswith("picked") and t.xaxis == "x2"))
-    assert left == set(comparison.by_marginal) - {0}
-    assert right == set(comparison.by_reach) - {0}
-    assert "top 8" in fig.layout.annotations[0].text and fig.layout.meta["budget"] == 8
+    picked = set().union(*(node_ids(t) for name in ("picked by both", "only DDTree's pick", "only TAPS's pick")
+                           for t in traces(fig, name)))
+    assert picked == (set(comparison.by_marginal) | set(comparison.by_reach)) - {0}
+    assert node_ids(traces(fig, "only DDTree's pick")[0]) == set(comparison.by_marginal) - set(comparison.by_reach)
+    assert "top 8" in fig.layout.title.text and fig.layout.meta["budget"] == 8
+
+
+def summary_rows() -> list[dict]:
+    from taps.speed import spread_of
+
+    def row(label, selector, budget, tau, rate, speed, rounds=5, new=10, nodes=20):
+        return {"label": label, "selector": selector, "estimator": "marginal", "budget": budget, "tau": tau,
+                "rounds": rounds, "new_tokens": new, "verified_nodes": nodes, "waste_share": 0.1, "lossless": True,
+                "same_rounds": True, "modelled_speedup": speed, "modelled_round_s": 0.01,
+                "tokens_per_s": spread_of(rate), "speedup": spread_of([r / 50 for r in rate]), "repeats": len(rate)}
+
+    return [row("ar", "ar", 1, 1.0, [50, 51, 49], 1.0, rounds=10, nodes=0),
+            row("ddtree", "ddtree", 4, 2.0, [80, 82, 79], 1.6),
+            row("ddtree", "ddtree", 8, 2.5, [70, 71, 69], 1.4, rounds=4, nodes=32)]
 
 
 def test_other_figures(tree_rounds):
@@ -239,14 +295,12 @@ def test_other_figures(tree_rounds):
     fig = viz.toy_tree_figure(tree, 8, rejected=2)
     assert len(traces(fig, "picked but unreachable (waste)")) == 2
     assert len(viz.toy_curve_figure(acceptance_curve(tree, 10)).data) == 2
-    rows = [{"label": "ar", "selector": "ar", "budget": 1, "tau": 1.0, "tokens_per_s": 50.0, "speedup_vs_ar": 1.0,
-             "rounds": 10, "new_tokens": 10, "verified_nodes": 0},
-            {"label": "ddtree", "selector": "ddtree", "budget": 4, "tau": 2.0, "tokens_per_s": 80.0,
-             "speedup_vs_ar": 1.6, "rounds": 5, "new_tokens": 10, "verified_nodes": 20},
-            {"label": "ddtree", "selector": "ddtree", "budget": 8, "tau": 2.5, "tokens_per_s": 70.0,
-             "speedup_vs_ar": 1.4, "rounds": 4, "new_tokens": 10, "verified_nodes": 32}]
-    assert list(viz.race_figure(rows[:2]).data[0].text) == ["1.00×", "1.60×"]
-    sweep_fig = viz.sweep_figure(rows)
+    rows = summary_rows()
+    race = viz.race_figure(rows[:2], "fixed profile")
+    assert list(race.data[0].text) == ["1.00×", "1.60×"]
+    assert list(race.data[1].error_y.array) == pytest.approx([1 / 50, 2 / 50])
+    best = best_budgets(rows)
+    sweep_fig = viz.sweep_figure(rows, "fixed profile", best)
     star = [t for t in sweep_fig.data if t.marker.symbol == "star"][0]
     assert list(star.x) == [4]
     trade = viz.tradeoff_figure(rows)
@@ -261,16 +315,32 @@ def test_text_html_escapes_and_marks_rounds(tree_rounds):
     assert page.count('title="round ') == len(rounds)
     assert page.count("outline:3px") == 1
     for record in rounds:
-        assert f">{html.escape(round_texts(record))}</span>" in page
+        assert f">{html.escape(round_text(record))}</span>" in page
 
 
 @needs_png_export
 def test_exports(tree_rounds):
-    fig = viz.round_tree_figure(tree_rounds[0])
+    record = tree_rounds[0]
+    fig = viz.export_title(viz.round_tree_figure(record), "def f(x):\n", record)
+    title = fig.layout.title.text
+    assert all(part in title for part in (f"Round {record.number}", f"selector {record.selector}",
+                                          f"estimator {record.estimator}", f"budget {record.budget}", "def␣f(x):"))
     assert viz.figure_png(fig)[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in viz.figure_svg(fig)[:200]
     page = viz.figure_html(fig)
     assert "<html>" in page[:40] and "plotly" in page and len(page) > 1_000_000
+
+
+@needs_png_export
+def test_an_export_that_overruns_is_stopped_with_its_browser(tree_rounds):
+    import subprocess
+
+    from taps.export import ExportError
+
+    with pytest.raises(ExportError, match="did not finish within 1 s and was stopped"):
+        viz.figure_png(viz.round_tree_figure(tree_rounds[0]), timeout_s=1.0)
+    alive = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout.splitlines()
+    assert not [line for line in alive if "taps.export" in line and not line.startswith("Z")]
 
 
 # ---------------------------------------------------------------------------- app state
@@ -325,52 +395,56 @@ def test_run_file_round_trip_and_errors(tree_rounds):
     wrong_status = json.loads(text)
     wrong_status["rounds"][0]["status"][0] = "maybe"
     for bad, message in ((b"\xff\xfe", "not UTF-8"), ("hello", "not JSON"), ('{"a": 1}', "not a TAPS Studio run"),
-                         ("[]", "no rounds"), (json.dumps(broken_parent), "round 0 .*parents must come before"),
-                         (json.dumps(missing), "round 1 .*missing"), (json.dumps(wrong_status), "status entries"),
+                         ("[]", "no rounds"), (json.dumps(broken_parent), "round 1 .*parents must come before"),
+                         (json.dumps(missing), "round 2 .*missing"), (json.dumps(wrong_status), "status entries"),
                          ('{"format": "taps-studio-run", "rounds": [3]}', "not a JSON object")):
         with pytest.raises(ValueError, match=message):
             load_run(bad)
-    header = metrics_csv(rounds).splitlines()[0]
-    assert header.startswith("round,") and "tau" in header
+    lines = metrics_csv(rounds).splitlines()
+    assert lines[0].startswith("round,") and "tau" in lines[0]
+    assert [int(line.split(",")[0]) for line in lines[1:]] == [r.number for r in rounds]
 
 
-def test_counters_and_ar_baseline(tiny_pair_f32):
+def test_ar_baseline_matches_the_tokens(tiny_pair_f32):
     config = DecodeConfig(selector="ddtree", budget=8, max_new_tokens=20, stop_at_eos=False)
-    session = DecodeSession(tiny_pair_f32, "abc", config)
     baseline = ArBaseline(tiny_pair_f32, "abc", config)
-    rounds = [session.step() for _ in range(3)]
-    numbers = counters(rounds, baseline)
-    assert numbers.tokens == sum(r.tau for r in rounds) == len(baseline.session.generated)
-    assert numbers.speedup_vs_ar > 0 and numbers.tau_last == rounds[-1].tau
-    assert counters(rounds).speedup_vs_ar is None
-    assert counters([]).tokens == 0
-    assert session_matches(session, tiny_pair_f32, "abc", config)
-    assert not session_matches(session, tiny_pair_f32, "abd", config)
-    assert not session_matches(session, tiny_pair_f32, "abc", replace(config, budget=9))
+    assert len(baseline.rounds(5)) == 5 and len(baseline.session.generated) == 5
+    assert all(r.selector == "ar" and r.tau == 1 for r in baseline.rounds(3))
 
 
 def test_race_and_sweep(tiny_pair_f32):
     config = DecodeConfig(budget=8, max_new_tokens=10, stop_at_eos=False)
     calls = []
-    rows = race(tiny_pair_f32, "def h(", config, ["dflash", "ddtree", "taps", "oracle"],
-                on_round=lambda job, session, record: calls.append(job.selector))
-    assert [r["label"] for r in rows] == ["ar", "dflash", "ddtree", "taps/online", "oracle"]
-    assert all(r["lossless"] for r in rows) and rows[0]["speedup_vs_ar"] == pytest.approx(1.0)
-    assert all(r["new_tokens"] == 10 for r in rows) and calls.count("ar") == 10
-    warm = race(tiny_pair_f32, "def h(", replace(config, temperature=0.7), ["taps", "oracle"])
-    assert [r["label"] for r in warm] == ["ar", "taps/online"]
+    runs = race(tiny_pair_f32, "def h(", config, ["dflash", "ddtree", "taps", "oracle"], repeats=3,
+                profile=fixed_profile(tiny_pair_f32), on_round=lambda n, job, session, record: calls.append(n))
+    assert len(runs) == 3 and sorted(set(calls)) == [0, 1, 2]
+    assert [r["label"] for r in runs[0]] == ["ar", "dflash", "ddtree", "taps/online", "oracle"]
+    assert all(r["lossless"] for r in runs[0]) and runs[0][0]["speedup_vs_ar"] == pytest.approx(1.0)
+    assert all(r["new_tokens"] == 10 and "round_records" not in r for r in runs[0])
+    summary = summarize_repeats(runs, fixed_profile(tiny_pair_f32))
+    assert all(row["same_rounds"] and row["repeats"] == 3 for row in summary)
+    assert all(row["modelled_speedup"] > 0 for row in summary)
+    warm = race(tiny_pair_f32, "def h(", replace(config, temperature=0.7), ["taps", "oracle"],
+                profile=fixed_profile(tiny_pair_f32))
+    assert [r["label"] for r in warm[0]] == ["ar", "taps/online"]
     ticks = []
-    rows = sweep(tiny_pair_f32, "def h(", config, ["ar", "ddtree", "taps"], [2, 4], "marginal",
-                 on_result=lambda done, total, row: ticks.append((done, total)))
-    assert len(rows) == 1 + 2 * 2 and ticks[-1] == (5, 5)
-    best = best_budgets(rows)
-    assert set(best["selector"]) == {"ddtree", "taps/marginal"} and set(best["best budget"]) <= {2, 4}
+    runs = sweep(tiny_pair_f32, "def h(", config, ["ar", "ddtree", "taps"], [2, 4], "marginal",
+                 profile=fixed_profile(tiny_pair_f32), on_result=lambda done, total, row: ticks.append((done, total)))
+    assert len(runs) == 3 and len(runs[0]) == 1 + 2 * 2 and ticks[-1] == (15, 15)
+    best = best_budgets(summarize_repeats(runs))
+    assert {row["selector"] for row in best} == {"ddtree", "taps/marginal"}
     with pytest.raises(ValueError, match="at least one budget"):
         sweep(tiny_pair_f32, "def h(", config, ["ddtree"], [], "marginal")
+    with pytest.raises(ValueError, match="budget must be from 1 to 1024"):
+        sweep(tiny_pair_f32, "def h(", config, ["ddtree"], [2000], "marginal")
     with pytest.raises(ValueError, match="tree selector"):
         sweep(tiny_pair_f32, "def h(", config, ["ar"], [4], "marginal")
     with pytest.raises(ValueError, match="scorer"):
         sweep(tiny_pair_f32, "def h(", config, ["ddtree", "taps"], [4], "learned")
+    with pytest.raises(ValueError, match="repeats must be"):
+        race(tiny_pair_f32, "def h(", config, ["taps"], repeats=1)
+    with pytest.raises(ValueError, match="latency profile"):
+        race(tiny_pair_f32, "def h(", config, ["taps"], on_round=lambda *args: pytest.fail("nothing may run"))
     with pytest.raises(ValueError, match="scorer"):
         race(tiny_pair_f32, "def h(", replace(config, estimator="learned"), ["taps"],
              on_round=lambda *args: pytest.fail("nothing may run before the settings are checked"))

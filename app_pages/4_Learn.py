@@ -6,10 +6,10 @@ import app_common as ui
 from taps import viz
 from taps.toy import PRESETS, acceptance_curve, build_toy_tree, choose, descendants, parse_marginals, ranking_table
 
-ui.setup_page("Learn", "🎓", ("learn_",))
 st.title("Learn: marginals versus path-conditioned reach")
 state = st.session_state
 FIRST = next(iter(PRESETS))
+ui.keep("learn_preset", "learn_marginals", "learn_factor", "learn_budget", "learn_reject")
 
 
 def use_preset() -> None:
@@ -34,8 +34,9 @@ with controls:
     st.selectbox("Preset", list(PRESETS), key="learn_preset", on_change=use_preset)
     st.caption(PRESETS[state["learn_preset"]].description)
     text = st.text_area("Marginals: one line per depth, `token=probability` items", key="learn_marginals",
-                        height=210, help="At most 6 depths and 4 candidates per depth; a line summing below 1 "
-                                         "leaves the rest to tokens outside the tree.")
+                        height=210, help="At most 6 depths and 4 candidates per depth, every token of a depth "
+                                         "different; a depth's probabilities add up to at most 1 (the rest goes to "
+                                         "tokens outside the tree).")
     factor = st.slider("Off-mode factor", min_value=0.0, max_value=1.0, step=0.05, key="learn_factor",
                        help="How much acceptance drops below a non-favourite token (1 = marginals are exact)")
     try:
@@ -43,7 +44,7 @@ with controls:
         tree = build_toy_tree(marginals, factor, tokens)
         state["learn_last_good"] = (marginals, tokens)
     except ValueError as exc:
-        st.error(f"{exc}. Showing the last valid marginals.")
+        st.error(f"These marginals cannot be a drafter's: {exc}. The figures show the last valid ones.")
         marginals, tokens = state.get("learn_last_good", (PRESETS[FIRST].marginals, PRESETS[FIRST].tokens))
         tree = build_toy_tree(marginals, factor, tokens)
     top = min(tree.size, 60)
@@ -57,8 +58,7 @@ with controls:
 
 by_marginal, by_reach = choose(tree.path_marginal, budget), choose(tree.reach, budget)
 with picture:
-    st.plotly_chart(viz.toy_tree_figure(tree, budget, rejected or None), key="learn_tree_chart", theme=None,
-                    config={"displaylogo": False})
+    ui.chart(viz.toy_tree_figure(tree, budget, rejected or None), "learn_tree_chart")
     st.caption("Look for: nodes below a non-favourite token keep a high marginal product (left) but a low "
                "reach (right), so TAPS spends those nodes along the favourite path instead.")
 
@@ -77,8 +77,8 @@ else:
 
 left, right = st.columns(2)
 with left:
-    st.plotly_chart(viz.toy_curve_figure(acceptance_curve(tree, 30), budget), key="learn_curve_chart", theme=None,
-                    config={"displayModeBar": False})
+    ui.chart(viz.toy_curve_figure(acceptance_curve(tree, 30), budget), "learn_curve_chart",
+             config={"displayModeBar": False})
     st.caption("Look for: the gap between the lines is what path conditioning buys; it closes as the "
                "off-mode factor goes to 1, where the marginals are the truth.")
 with right:

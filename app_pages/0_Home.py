@@ -1,0 +1,71 @@
+"""Home: what speculative decoding, diffusion drafting and TAPS are, the loaded pair, where to go."""
+
+import streamlit as st
+
+import app_common as ui
+from taps import viz
+from taps.app_state import pair_facts
+from taps.toy import PRESETS, build_toy_tree, choose, descendants
+
+st.title("TAPS Studio")
+st.markdown("#### See and measure tree speculative decoding with diffusion drafters")
+
+left, right = st.columns([1, 1])
+with left:
+    st.markdown(
+        """
+**Speculative decoding.** A small *drafter* guesses several next tokens; the large *target* model
+checks them all in one forward pass and keeps the longest prefix it agrees with, plus one token of
+its own (the *bonus*). The output is exactly what the target alone would write: only faster.
+
+**Diffusion drafting.** A block-diffusion drafter (DFlash) proposes every position of a block in
+one pass. Its per-position distributions are *marginals*: position 3 does not know which token
+was picked at position 2. Taking the top few tokens per position gives a lattice, and any path
+through it is a candidate: a **draft tree** the target verifies at once.
+
+**TAPS** (target-aware prefix tree selection). A node can only be accepted if its whole prefix is,
+and after an off-mode choice the marginals are too optimistic. So TAPS scores every candidate by
+its **path-conditioned reach** (the chance the target accepts the whole path) instead of the
+marginal product DDTree uses, and spends the budget where acceptance is likely, not under
+prefixes the target will reject (**rejected-prefix waste**).
+"""
+    )
+with right:
+    preset = PRESETS["Two good openings"]
+    toy = build_toy_tree(preset.marginals, preset.off_mode_factor, preset.tokens)
+    rejected, budget = 2, 8
+    below = set(descendants(toy, rejected))
+    lost = [len(below & set(choose(score, budget).tolist())) for score in (toy.path_marginal, toy.reach)]
+    ui.chart(viz.toy_tree_figure(toy, budget=budget, rejected=rejected), "home_toy_chart",
+             config={"displayModeBar": False})
+    st.caption(f"A toy tree with a budget of {budget} nodes. Suppose the target rejects '{toy.labels[rejected]}': "
+               f"everything below it is waste. DDTree (left) put {lost[0]} nodes there, TAPS (right) {lost[1]}.")
+
+st.subheader("The loaded model pair")
+pair = ui.current_pair(stop=False)
+if pair is not None:
+    facts = pair_facts(pair)
+    cols = st.columns(4)
+    cols[0].metric("Pair", facts["name"])
+    cols[1].metric("Device", facts["device"])
+    cols[2].metric("Vocabulary", facts["vocabulary"])
+    cols[3].metric("Context", facts["context"])
+    st.markdown(f"- **Target:** {facts['target']}\n- **Drafter:** {facts['drafter']}\n"
+                f"- **TAPS scorer:** {facts['TAPS scorer']}")
+else:
+    st.info("No model pair is loaded; the **Learn** page works without one.")
+
+st.subheader("Where to start")
+cols = st.columns(4)
+for col, (page, label, icon, text) in zip(cols, [
+        ("app_pages/1_Step_through.py", "Step through", ":material/account_tree:",
+         "One round at a time, stage by stage: the draft tree, what was verified, accepted and wasted."),
+        ("app_pages/2_Race_and_sweep.py", "Race and sweep", ":material/sports_score:",
+         "AR, DFlash, DDTree, TAPS and the oracle on one prompt: modelled and measured speed-ups."),
+        ("app_pages/3_Failure_cases.py", "Failure cases", ":material/search:",
+         "Rounds where TAPS lost to DDTree or the oracle, or wasted its budget, explained."),
+        ("app_pages/4_Learn.py", "Learn", ":material/school:",
+         "A toy tree with no model: edit the marginals, watch the two rankings part ways.")]):
+    with col:
+        st.page_link(page, label=label, icon=icon)
+        st.caption(text)

@@ -85,6 +85,7 @@ class TrainConfig:
     schedule: str = "steps"  # "steps": cosine over max_steps (deterministic); "time": whichever
     #                          of steps or the time budget runs out first drives the decay
     seed: int = 1337
+    stdlib_weight: float = 1.0  # sampling weight of a stdlib token against a library token (stdlib+libs)
     log_every: int = 10
     eval_every: int = 100
     eval_windows: int = 0  # 0: the whole validation split; N: only its first N windows
@@ -141,6 +142,35 @@ def windows(stream: np.ndarray, starts: np.ndarray, seq_len: int) -> tuple[torch
     idx = starts[:, None] + np.arange(seq_len + 1)[None, :]
     chunk = torch.from_numpy(stream[idx].astype(np.int64))
     return chunk[:, :-1], chunk[:, 1:]
+
+
+def stdlib_prefix(meta_path: Path, tc: TrainConfig) -> int:
+    """Tokens of the stdlib files at the head of the train stream (the stream lists the stdlib
+    first), with their end-of-file tokens; 0 when every file is stdlib or no weighting is asked."""
+    if tc.stdlib_weight == 1.0:
+        return 0
+    sources = json.loads(meta_path.read_text()).get("sources", {})
+    if set(sources) <= {"stdlib"}:
+        return 0
+    if next(iter(sources)) != "stdlib":
+        raise SystemExit("stdlib_weight needs the stdlib files at the head of the train stream")
+    std = sources["stdlib"]
+    print(f"sampling stdlib tokens with weight {tc.stdlib_weight} ({std['tokens'] + std['files']:,} stdlib tokens)")
+    return std["tokens"] + std["files"]
+
+
+def sample_starts(rng: np.random.Generator, n: int, stdlib_tokens: int, tc: TrainConfig) -> np.ndarray:
+    """Window starts for one batch: uniform over the train stream, or with ``stdlib_weight`` != 1
+    the stdlib head ``[0, stdlib_tokens)`` drawn with that weight per token (windows stay inside
+    one part)."""
+    span = tc.seq_len + 1
+    if not stdlib_tokens:
+        return rng.integers(0, n - span, size=tc.batch_size)
+    w = tc.stdlib_weight * stdlib_tokens
+    p_stdlib = w / (w + (n - stdlib_tokens))
+    pick = rng.random(tc.batch_size) < p_stdlib
+    return np.where(pick, rng.integers(0, stdlib_tokens - span, size=tc.batch_size),
+                    rng.integers(stdlib_tokens, n - span, size=tc.batch_size))
 
 
 def loss_on(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -216,6 +246,9 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
     val_stream = data.token_stream(tokenizer, "val", out / "data", tc.corpus, tc.max_files)
     if len(val_stream) <= tc.seq_len + 1 or len(train_stream) <= tc.seq_len + 1:
         raise ValueError("corpus too small for seq_len")
+    stdlib_tokens = stdlib_prefix(out / "data" / "train.json", tc)
+    if stdlib_tokens and train_stream[stdlib_tokens - 1] != tokenizer.convert_tokens_to_ids(data.EOT_TOKEN):
+        raise SystemExit("the stdlib head of the train stream does not end at a file boundary")
     eot_id = tokenizer.convert_tokens_to_ids(data.EOT_TOKEN)
     token_bytes = token_byte_lengths(tokenizer)
     val_bytes = data.split_bytes("val", tc.corpus, tc.max_files)
@@ -316,7 +349,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
         lr = lr_at(step, tc, elapsed)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        starts = rng.integers(0, len(train_stream) - tc.seq_len - 1, size=tc.batch_size)
+        starts = sample_starts(rng, len(train_stream), stdlib_tokens, tc)
         x, y = windows(train_stream, starts, tc.seq_len)
         loss = loss_on(model, x, y)
         optimizer.zero_grad(set_to_none=True)

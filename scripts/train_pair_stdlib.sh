@@ -2,6 +2,9 @@
 # The recipe that produced the shipped pair (assets/models/taps-stdlib-6m), stage by stage.
 # Each stage shows progress, checkpoints, and resumes when run again after an interruption.
 # On 2 CPU cores: tokenizer ~5 s, target ~55 min, drafter ~35 min, scorer ~20 min.
+# Since the pair shipped, the target stage counts only its training steps against --minutes
+# (evaluation, now over the whole validation split, no longer eats into the budget), so a rerun
+# trains slightly longer than the shipped target did.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${RUN:-runs/pair}

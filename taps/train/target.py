@@ -306,26 +306,24 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
         }
 
     # SIGTERM / Ctrl-C: checkpoint at the next step boundary, then exit with PAUSED_EXIT
-    interrupted = False
+    interrupted: int | None = None  # the signal number; the handler only records it (no I/O)
 
     def on_signal(signum, frame) -> None:
         nonlocal interrupted
-        if not interrupted:
-            print(f"\n{signal.Signals(signum).name}: pausing at the next step boundary", flush=True)
-        interrupted = True
+        interrupted = signum
 
     def pause() -> None:
         for s, handler in old_handlers.items():
             signal.signal(s, handler)
         save_checkpoint(ckpt_path, state())
         release_lock(lock)
-        print(f"paused at step {step} ({elapsed / 60:.1f} min trained); checkpoint saved to {ckpt_path}; "
-              f"run the same command again to resume", flush=True)
+        print(f"\n{signal.Signals(interrupted).name}: paused at step {step} ({elapsed / 60:.1f} min trained); "
+              f"checkpoint saved to {ckpt_path}; run the same command again to resume", flush=True)
         raise SystemExit(PAUSED_EXIT)
 
     def run_eval() -> dict[str, float] | None:
         t0 = time.time()
-        result = evaluate(model, val_stream, eot_id, token_bytes, tc, stop=lambda: interrupted)
+        result = evaluate(model, val_stream, eot_id, token_bytes, tc, stop=lambda: interrupted is not None)
         if result is not None:
             result = {"step": step, **result, "eval_s": round(time.time() - t0, 1)}
         return result
@@ -342,7 +340,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
         if elapsed >= budget:
             stopped_by = "minutes"
             break
-        if interrupted:
+        if interrupted is not None:
             pause()
 
         t_step = time.time()
@@ -387,7 +385,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
                 print(f"eval  step {step:5d} | val loss {result['val_loss']:.4f} nats/token | "
                       f"{result['val_bpb']:.4f} bits/byte | {result['eval_s']:.0f} s", flush=True)
 
-        if time.time() - t_ckpt >= tc.ckpt_minutes * 60 and not interrupted:
+        if time.time() - t_ckpt >= tc.ckpt_minutes * 60 and interrupted is None:
             save_checkpoint(ckpt_path, state())
             t_ckpt = time.time()
             print(f"checkpoint step {step} -> {ckpt_path}", flush=True)

@@ -187,7 +187,7 @@ class OracleSelector(Selector):
     def pool(self, root_token, lattice, cfg, ctx):
         if ctx.future_tokens is None:
             raise ValueError("the oracle needs the target's continuation (run autoregressive decoding first)")
-        k = min(cfg.top_k, lattice.width)
+        k = lattice.width          # the whole lattice (at least the budget wide): a bound for every selector
         nodes = []
         for depth in range(1, min(cfg.budget, lattice.depth, len(ctx.future_tokens)) + 1):
             hits = np.flatnonzero(lattice.tokens[depth - 1, :k] == ctx.future_tokens[depth - 1])

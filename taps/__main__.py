@@ -29,6 +29,9 @@ def add_pair_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: float32 on CPU, "
                                                   "bfloat16 on CUDA)")
+    p.add_argument("--drafter-precision", default="same", choices=("same", "int8", "bfloat16"),
+                   help="the drafter's inference precision (the target always runs as loaded): same as the "
+                        "pair, int8 (dynamic quantization, CPU) or bfloat16")
 
 
 def add_decode_arguments(p: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
@@ -46,7 +49,7 @@ def load_from_args(args):
     from .pair import load_pair
 
     return load_pair(args.pair, target=args.target, drafter=args.drafter, scorer=args.scorer,
-                     device=args.device, dtype=args.dtype)
+                     device=args.device, dtype=args.dtype, drafter_precision=args.drafter_precision)
 
 
 def load_profile(args):

@@ -51,8 +51,10 @@ class DecodeConfig:
     top_k: int = _spec(64, "drafter tokens kept per depth (the lattice width)", 1)
     beam_width: int = _spec(48, "TAPS pool: children kept per depth", 1)
     pool_cap: int = _spec(768, "TAPS pool: nodes at most", 1)
-    score_cap: int = _spec(0, "TAPS: let the estimator score only the best N pool nodes by marginal (0: the whole "
-                              "pool)", 0)
+    pool_factor: int = _spec(4, "TAPS: the candidate pool is the best pool_factor x budget nodes by marginal path "
+                                "score (0: the beam pool of beam_width and pool_cap)", 0, 64)
+    score_cap: int = _spec(0, "TAPS: at most N candidate nodes, the best by marginal path score (0: no absolute cap)",
+                           0)
     lambda_node: float = _spec(1.0, "utility mode: cost per node", 0.0)
     lambda_depth: float = _spec(0.002, "utility mode: cost per node and depth", 0.0)
     endpoint_cap: int = _spec(64, "utility mode: leaves at most", 1)

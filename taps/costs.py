@@ -222,7 +222,7 @@ def measure_verify(pair, sizes: list[int], context_length: int, repeats: int,
     from transformers import DynamicCache
 
     from .tree import DraftTree
-    from .verify import target_forward, trim_cache
+    from .verify import target_body, target_forward, trim_cache
 
     device = torch.device(pair.device)
     vocab = pair.target.config.vocab_size
@@ -233,6 +233,7 @@ def measure_verify(pair, sizes: list[int], context_length: int, repeats: int,
         target_forward(pair.target, cache, context, torch.arange(context_length, device=device).view(1, -1),
                        None, None)
     layers = pair.feature_layers
+    head = pair.target.get_output_embeddings()
     runs = []
     for m in sizes:
         tokens = torch.randint(0, vocab, (m + 1,), generator=gen).numpy()
@@ -242,7 +243,8 @@ def measure_verify(pair, sizes: list[int], context_length: int, repeats: int,
         ids, pos, mask = tree.verify_inputs(context_length, context_length, pair.dtype, device)
 
         def run(ids=ids, pos=pos, mask=mask, m=m):
-            target_forward(pair.target, cache, ids, pos, mask if m else None, layers)
+            hidden, _ = target_body(pair.target, cache, ids, pos, mask if m else None, layers)
+            head(hidden[: max(m, 1)])           # the logits of a chain's inner nodes (the root's, at least)
             trim_cache(cache, context_length)   # drop what this forward appended
 
         run()   # warm-up

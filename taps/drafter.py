@@ -127,31 +127,6 @@ class DraftCache:
     length: int = 0
 
 
-class DraftContext:
-    """What the drafter knows of one committed sequence: the projected context keys/values (a
-    DraftCache) and the target features committed since the last draft, projected at the next one."""
-
-    def __init__(self, drafter: "DFlashDrafter", mask_token_id: int):
-        self.drafter = drafter
-        self.mask_token_id = int(mask_token_id)
-        self.cache = drafter.new_cache()
-        self.pending: torch.Tensor | None = None     # [n, F] target features not yet in the cache
-        self.device = next(drafter.parameters()).device
-
-    def add(self, features: torch.Tensor) -> None:
-        """Queue the target's context features [n, F] of newly committed positions."""
-        self.pending = features if self.pending is None else torch.cat([self.pending, features], dim=0)
-
-    def draft(self, root: int, depth: int, embed) -> torch.Tensor:
-        """Hidden states [depth, d] of the block [root, MASK x depth] after the committed context."""
-        if self.pending is not None:
-            self.drafter.extend_cache(self.cache, self.pending.unsqueeze(0))
-            self.pending = None
-        block = torch.full((1, depth + 1), self.mask_token_id, device=self.device)
-        block[0, 0] = root
-        return self.drafter.draft_block(self.cache, embed(block))[0, 1:]
-
-
 class DFlashDrafter(nn.Module):
     """The draft layers, `fc`, `hidden_norm` and `norm`; embedding and lm_head come from the target."""
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from torch import nn
 
 from .config import ESTIMATORS
 from .pool import Lattice
-from .scorer import TapsScorer
+from .scorer import ScorerTables
 from .tree import DraftTree, accumulate_down
 
 
@@ -52,6 +51,7 @@ class Estimator:
     """Interface: `edge_probs` before verification, `observe` after it (online learning)."""
 
     name = "base"
+    learns = False            # whether `observe` uses the target's verdicts (then the session computes them)
 
     def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
         raise NotImplementedError
@@ -89,6 +89,7 @@ class OnlineEstimator(Estimator):
     """
 
     prior_strength: float = 2.0
+    learns: bool = True
     depth_edges: tuple[int, ...] = (1, 2, 3, 5, 8)
     rank_edges: tuple[int, ...] = (0, 1, 2, 4)
     hits: np.ndarray = field(default=None)
@@ -127,16 +128,29 @@ class OnlineEstimator(Estimator):
 
 
 class LearnedEstimator(Estimator):
+    """The TAPS scorer, folded into lookup tables once per pair (`ScorerTables`)."""
+
     name = "learned"
 
-    def __init__(self, scorer: TapsScorer, embed: nn.Embedding):
-        self.scorer = scorer
-        self.embed = embed
+    def __init__(self, tables: ScorerTables):
+        self.tables = tables
 
     def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
         if pool.size == 0:
             return np.ones(1)
-        return normalise_siblings(pool.parents, self.scorer.edge_probs(pool, lattice, self.embed))
+        return normalise_siblings(pool.parents, self.tables.edge_probs(pool, lattice))
+
+
+_TABLES: dict[int, ScorerTables] = {}
+
+
+def scorer_tables(pair) -> ScorerTables:
+    """The pair's scorer folded for inference, built once per loaded pair."""
+    key = id(pair.scorer)
+    if key not in _TABLES:
+        _TABLES.clear()                      # one pair's tables at a time (they hold the vocabulary)
+        _TABLES[key] = ScorerTables(pair.scorer, pair.target.get_input_embeddings())
+    return _TABLES[key]
 
 
 def make_estimator(name: str, pair=None) -> Estimator:
@@ -148,5 +162,5 @@ def make_estimator(name: str, pair=None) -> Estimator:
     if name == "learned":
         if pair is None or pair.scorer is None:
             raise ValueError("the 'learned' estimator needs a trained TAPS scorer, and this pair has none")
-        return LearnedEstimator(pair.scorer, pair.target.get_input_embeddings())
+        return LearnedEstimator(scorer_tables(pair))
     raise ValueError(f"unknown estimator '{name}': choose one of {', '.join(ESTIMATORS)}")

@@ -147,8 +147,14 @@ def check_fit(target_config, drafter: DFlashDrafter | None, tokenizer) -> None:
 
 def load_pair(pair: str | Path | None = None, *, target: str | None = None, drafter: str | None = None,
               scorer: str | None = None, device: str = "auto", dtype: torch.dtype | str | None = None,
-              no_drafter: bool = False) -> ModelPair:
-    """Load a pair folder (or the shipped pair when None), with optional per-part overrides."""
+              no_drafter: bool = False, drafter_precision: str = "same") -> ModelPair:
+    """Load a pair folder (or the shipped pair when None), with optional per-part overrides.
+    `drafter_precision`: "same" (the pair's dtype), "int8" (dynamic quantization, CPU float32) or
+    "bfloat16" for the drafter's inference only; the target always runs as loaded."""
+    from .fast_drafter import PRECISIONS
+
+    if drafter_precision not in PRECISIONS:
+        raise PairError(f"unknown drafter precision '{drafter_precision}': choose one of {', '.join(PRECISIONS)}")
     parts: dict = {}
     if pair is not None:
         folder = Path(pair)
@@ -169,6 +175,8 @@ def load_pair(pair: str | Path | None = None, *, target: str | None = None, draf
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
     dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    if drafter_precision == "int8" and (dev.type != "cpu" or dtype != torch.float32):
+        raise PairError("drafter precision int8 needs a float32 pair on the CPU; use 'same' or 'bfloat16'")
     name = parts.get("name") or Path(parts["target"]).name
     try:
         target_folder = resolve_folder(parts["target"])
@@ -195,4 +203,5 @@ def load_pair(pair: str | Path | None = None, *, target: str | None = None, draf
     folders = [target_folder] + [Path(parts[k]) for k in ("drafter", "scorer")
                                  if parts.get(k) and Path(parts[k]).is_dir()]
     return ModelPair(target=model, tokenizer=tokenizer, drafter=draft, scorer=score, name=name, device=dev,
-                     dtype=dtype, fingerprint=fingerprint(folders))
+                     dtype=dtype, fingerprint=fingerprint(folders),
+                     drafter_precision=drafter_precision if draft is not None else "same")

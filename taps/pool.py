@@ -88,3 +88,39 @@ def candidate_pool(root_token: int, lattice: Lattice, top_k: int = 64, beam_widt
     nodes = np.concatenate([np.stack([parent, np.full(len(rank), depth), rank], axis=1)
                             for parent, rank, depth in levels])
     return tree_from_nodes(root_token, nodes, lattice)
+
+
+def top_paths(root_token: int, lattice: Lattice, count: int, top_k: int = 64) -> DraftTree:
+    """The `count` draft nodes of highest marginal path score (DDTree's score) in the top-K lattice,
+    as a prefix-closed DraftTree (a path's score never rises as it grows, so the best `count` nodes
+    are prefix-closed). Depth by depth, children scoring below the best-`count` score found so far
+    are dropped with their subtrees: they can never enter the top `count`."""
+    k = min(top_k, lattice.width, max(count, 1))
+    beam_index = np.array([0])
+    beam_score = np.array([0.0])
+    levels, scores = [], []
+    size, threshold = 0, -np.inf
+    for depth in range(1, lattice.depth + 1):
+        flat = (beam_score[:, None] + lattice.logprobs[depth - 1, :k][None, :]).ravel()
+        keep = min(count, flat.size)
+        best = np.argpartition(-flat, keep - 1)[:keep] if keep < flat.size else np.arange(flat.size)
+        best = np.sort(best[flat[best] >= threshold])
+        if best.size == 0:
+            break
+        parent_slot, rank = np.divmod(best, k)
+        levels.append((beam_index[parent_slot], rank, depth))
+        beam_index = size + 1 + np.arange(best.size)
+        beam_score = flat[best]
+        scores.append(beam_score)
+        size += best.size
+        if size >= count:
+            threshold = np.partition(np.concatenate(scores), size - count)[size - count]
+    if not levels:
+        return tree_from_nodes(root_token, [], lattice)
+    nodes = np.concatenate([np.stack([parent, np.full(len(rank), depth), rank], axis=1)
+                            for parent, rank, depth in levels])
+    pool = tree_from_nodes(root_token, nodes, lattice)
+    if pool.size <= count:
+        return pool
+    order = np.lexsort((np.arange(1, len(pool.tokens)), -pool.path_logprob[1:])) + 1
+    return pool.subtree(np.concatenate([[0], order[:count]]))

@@ -6,22 +6,22 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from .verify import pick_token, target_forward
+from .verify import HeadRows, choose_token, target_body
 
 
 @torch.inference_mode()
 def sample_continuation(pair, prompt_ids: list[int], count: int, temperature: float, seed: int,
                         stop_at_eos: bool = False) -> list[int]:
-    """One target forward and one draw per token."""
-    generator = torch.Generator().manual_seed(int(seed))
+    """One target forward and one choice per token (a Gumbel-max draw keyed by seed and position at T>0)."""
     cache = DynamicCache(config=pair.target.config)
     ids = torch.tensor([prompt_ids], device=pair.device)
     pos = torch.arange(len(prompt_ids), device=pair.device).view(1, -1)
     out: list[int] = []
     limit = min(count, pair.max_context - len(prompt_ids))
     while len(out) < limit:
-        logits, _ = target_forward(pair.target, cache, ids, pos, None, None)
-        token = pick_token(logits[-1], temperature, generator)
+        hidden, _ = target_body(pair.target, cache, ids, pos, None, None)
+        last = HeadRows(pair.target, hidden).get([hidden.shape[0] - 1])[0]
+        token = choose_token(last, temperature, seed, len(prompt_ids) + len(out))
         out.append(token)
         if stop_at_eos and token in pair.eos_token_ids:
             break

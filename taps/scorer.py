@@ -1,14 +1,22 @@
-"""The TAPS learned scorer: path-conditioned acceptance estimates for every edge of a pool.
+"""The TAPS learned scorer: path-conditioned acceptance estimates for the edges of a pool.
 
-For an edge parent -> child at depth d, an MLP reads the target's input embedding of the child
-and of the parent (each projected to 32 dims), a depth embedding, the drafter's output hidden
-state at depth d (projected to 32 dims) and seven scalars (step draft log-prob, position entropy,
-top1-top2 margin, top-K mass, d/H, cumulative draft log-prob and its per-depth mean). A second
-head, one per parent, scores "the target's token is none of these children". Softmax over a
-parent's children and that "other" bucket gives q(child | parent reached).
+For an edge parent -> child at depth d, a small MLP (the published scale: 119 -> 64 -> 1) reads the
+target's input embedding of the child and of the parent (each projected to 32 dims), a depth
+embedding (16), the drafter's output hidden state at depth d (projected to 32) and seven scalars
+(step draft log-prob, position entropy, top1-top2 margin, top-K mass, d/H, cumulative draft
+log-prob and its per-depth mean). A second head, one per parent (86 -> 32 -> 1), scores "the
+target's token is none of these children". A softmax over a parent's children and that "other"
+bucket gives q(child | parent reached).
+
+Inference never runs the network as written. Its first layer is linear in the concatenated
+inputs, so it splits into a sum of parts: a [V, 64] table per token role (embedding -> projection
+-> first layer, folded once when the scorer is loaded), a [H, 64] row per depth (hidden state and
+depth embedding, once per round) and the scalars' [7, 64] product per edge. Scoring an edge is then
+three gathers, one small product, SiLU and a dot (`ScorerTables`).
 
 Loss (per batch of pools): per-parent KL(target || q) + 0.5 x BCE(predicted reach, target reach),
-where the target of an edge is the target model's softmax probability of the child at the parent.
+where the target of an edge is the target model's probability of the child at the parent (or, with
+greedy labels, whether the child is the target's argmax).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from .tree import DraftTree
 
 EDGE_SCALARS = 7
 OTHER_SCALARS = 6
+FORMAT = 2
 
 
 @dataclass
@@ -37,104 +46,85 @@ class ScorerConfig:
     max_depth: int = 16      # depths 1..max_depth (block_size - 1 is enough)
     proj_dim: int = 32
     depth_dim: int = 16
-    hidden_dim: int = 256
+    hidden_dim: int = 64     # edge MLP width; the "other" head uses half
+    format: int = FORMAT
 
 
+# ------------------------------------------------------------------------------------ features
 @dataclass
-class EdgeFeatures:
-    """Everything the scorer reads for the edges of one pool (index e = pool node e + 1)."""
+class PoolFeatures:
+    """What the scorer reads for the edges of one pool (numpy, float64 scalars)."""
 
-    child_tokens: torch.Tensor   # [E]
-    parent_tokens: torch.Tensor  # [E]
-    depths: torch.Tensor         # [E] depth of the child, 1..H
-    parent_ids: torch.Tensor     # [E] pool index of the parent
-    drafter_hidden: torch.Tensor # [E, d] drafter hidden state at the child's depth
-    edge_scalars: torch.Tensor   # [E, 7]
-    parents: torch.Tensor        # [P] pool indices that have children
-    parent_tokens_p: torch.Tensor  # [P]
-    parent_depths_p: torch.Tensor  # [P] depth of the children of that parent
-    parent_hidden_p: torch.Tensor  # [P, d]
-    other_scalars: torch.Tensor    # [P, 6]
-    edge_group: torch.Tensor       # [E] index into `parents` of each edge's parent
+    child_tokens: np.ndarray    # [E] edge e is pool node e + 1
+    parent_tokens: np.ndarray   # [E]
+    depth_index: np.ndarray     # [E] depth - 1 of the child (row of the lattice)
+    parent_ids: np.ndarray      # [E] pool index of the parent
+    edge_scalars: np.ndarray    # [E, 7]
+    parents: np.ndarray         # [P] pool indices that have children (ascending)
+    parent_tokens_p: np.ndarray  # [P]
+    parent_depth_index: np.ndarray  # [P] lattice row of those children (parent depth)
+    other_scalars: np.ndarray   # [P, 6]
+    edge_group: np.ndarray      # [E] index into `parents` of each edge's parent
 
 
-def edge_features(pool: DraftTree, lattice: Lattice) -> EdgeFeatures:
-    """Gather the scorer inputs of every edge of `pool` (a DraftTree over `lattice`)."""
-    if lattice.hidden is None:
-        raise ValueError("the learned scorer needs the drafter's hidden states in the lattice")
-    device = lattice.hidden.device
-    horizon = lattice.depth
+def pool_features(pool: DraftTree, lattice: Lattice) -> PoolFeatures:
     child = np.arange(1, len(pool.tokens))
     parent = pool.parents[child]
     depth = pool.depths[child]
     pos = depth - 1
+    horizon = lattice.depth
     cum = pool.path_logprob[child]
     scal = np.stack([pool.marginal_logprob[child], lattice.entropy[pos], lattice.margin[pos],
-                     lattice.topk_mass[pos], depth / horizon, cum, cum / depth], axis=1)
-    parents_with_children, group = np.unique(parent, return_inverse=True)
-    child_depth_p = pool.depths[parents_with_children] + 1
-    ppos = child_depth_p - 1
-    n_children = np.bincount(group, minlength=len(parents_with_children))
+                     lattice.topk_mass[pos], depth / horizon, cum, cum / np.maximum(depth, 1)], axis=1)
+    parents, group = np.unique(parent, return_inverse=True)
+    ppos = pool.depths[parents]                  # children of a parent at depth p sit on lattice row p
+    n_children = np.bincount(group, minlength=len(parents))
     other = np.stack([lattice.entropy[ppos], lattice.margin[ppos], lattice.topk_mass[ppos],
-                      child_depth_p / horizon, pool.path_logprob[parents_with_children],
-                      np.log(n_children)], axis=1)
-
-    def t(a, dtype=torch.long):
-        return torch.as_tensor(np.asarray(a), dtype=dtype, device=device)
-
-    hidden = lattice.hidden.float()
-    return EdgeFeatures(
-        child_tokens=t(pool.tokens[child]), parent_tokens=t(pool.tokens[parent]), depths=t(depth),
-        parent_ids=t(parent), drafter_hidden=hidden[t(pos)], edge_scalars=t(scal, torch.float32),
-        parents=t(parents_with_children), parent_tokens_p=t(pool.tokens[parents_with_children]),
-        parent_depths_p=t(child_depth_p), parent_hidden_p=hidden[t(ppos)],
-        other_scalars=t(other, torch.float32), edge_group=t(group))
+                      (ppos + 1) / horizon, pool.path_logprob[parents], np.log(n_children)], axis=1)
+    return PoolFeatures(child_tokens=pool.tokens[child], parent_tokens=pool.tokens[parent], depth_index=pos,
+                        parent_ids=parent, edge_scalars=scal, parents=parents, parent_tokens_p=pool.tokens[parents],
+                        parent_depth_index=ppos, other_scalars=other, edge_group=group)
 
 
+# ------------------------------------------------------------------------------------ the network
 class TapsScorer(nn.Module):
     def __init__(self, config: ScorerConfig):
         super().__init__()
-        self.config = config
-        c = config
+        self.config = c = config
         self.child_proj = nn.Linear(c.model_dim, c.proj_dim)
         self.parent_proj = nn.Linear(c.model_dim, c.proj_dim)
         self.hidden_proj = nn.Linear(c.model_dim, c.proj_dim)
         self.depth_emb = nn.Embedding(c.max_depth + 1, c.depth_dim)
-        self.edge_mlp = nn.Sequential(
-            nn.Linear(3 * c.proj_dim + c.depth_dim + EDGE_SCALARS, c.hidden_dim), nn.SiLU(),
-            nn.Linear(c.hidden_dim, c.hidden_dim // 2), nn.SiLU(), nn.Linear(c.hidden_dim // 2, 1))
-        self.other_mlp = nn.Sequential(
-            nn.Linear(2 * c.proj_dim + c.depth_dim + OTHER_SCALARS, c.hidden_dim // 2), nn.SiLU(),
-            nn.Linear(c.hidden_dim // 2, c.hidden_dim // 4), nn.SiLU(), nn.Linear(c.hidden_dim // 4, 1))
+        self.edge_in = nn.Linear(3 * c.proj_dim + c.depth_dim + EDGE_SCALARS, c.hidden_dim)
+        self.edge_out = nn.Linear(c.hidden_dim, 1)
+        self.other_in = nn.Linear(2 * c.proj_dim + c.depth_dim + OTHER_SCALARS, c.hidden_dim // 2)
+        self.other_out = nn.Linear(c.hidden_dim // 2, 1)
 
-    def forward(self, f: EdgeFeatures, embed: nn.Embedding) -> tuple[torch.Tensor, torch.Tensor]:
-        """Edge log-q [E] and "other" log-q [P], normalised per parent."""
-        with torch.no_grad():
-            child_e = embed(f.child_tokens).float()
-            parent_e = embed(f.parent_tokens).float()
-            parent_pe = embed(f.parent_tokens_p).float()
-        depth = f.depths.clamp(max=self.config.max_depth)
-        edge_in = torch.cat([self.child_proj(child_e), self.parent_proj(parent_e),
-                             self.hidden_proj(f.drafter_hidden), self.depth_emb(depth), f.edge_scalars], -1)
-        other_in = torch.cat([self.parent_proj(parent_pe), self.hidden_proj(f.parent_hidden_p),
-                              self.depth_emb(f.parent_depths_p.clamp(max=self.config.max_depth)),
-                              f.other_scalars], -1)
-        edge_logit = self.edge_mlp(edge_in).squeeze(-1)
-        other_logit = self.other_mlp(other_in).squeeze(-1)
-        # softmax over each parent's children and its "other" bucket
-        group_max = other_logit.detach().clone()
-        group_max = group_max.scatter_reduce(0, f.edge_group, edge_logit.detach(), reduce="amax")
-        edge_exp = (edge_logit - group_max[f.edge_group]).exp()
-        other_exp = (other_logit - group_max).exp()
-        total = other_exp.index_add(0, f.edge_group, edge_exp)
-        log_total = total.log() + group_max
-        return edge_logit - log_total[f.edge_group], other_logit - log_total
+    def _depth(self, index: torch.Tensor) -> torch.Tensor:
+        return self.depth_emb((index + 1).clamp(max=self.config.max_depth))
 
-    def edge_probs(self, pool: DraftTree, lattice: Lattice, embed: nn.Embedding) -> np.ndarray:
-        """q(child | parent reached) for every pool node (q[0] = 1 for the root)."""
+    def forward(self, f: PoolFeatures, hidden: torch.Tensor, embed: nn.Embedding) -> tuple[torch.Tensor, torch.Tensor]:
+        """Edge log-q [E] and "other" log-q [P], normalised per parent (the training path).
+        `hidden` [H, d]: the drafter's hidden states of the lattice's depths."""
+        def t(a, dtype=torch.long):
+            return torch.as_tensor(np.asarray(a), dtype=dtype, device=hidden.device)
+
+        real = self.edge_in.weight.dtype
+        if hidden.is_inference():            # traces are collected under inference mode
+            hidden = hidden.clone()
         with torch.no_grad():
-            edge_logq, _ = self(edge_features(pool, lattice), embed)
-        return np.concatenate([[1.0], edge_logq.exp().double().cpu().numpy()])
+            child_e = embed(t(f.child_tokens)).to(real)
+            parent_e = embed(t(f.parent_tokens)).to(real)
+            parent_pe = embed(t(f.parent_tokens_p)).to(real)
+        depth_h = self.hidden_proj(hidden.to(real))                      # once per depth
+        d_edge, d_other = t(f.depth_index), t(f.parent_depth_index)
+        edge_x = torch.cat([self.child_proj(child_e), self.parent_proj(parent_e), depth_h[d_edge], self._depth(d_edge),
+                            t(f.edge_scalars, real)], -1)
+        other_x = torch.cat([self.parent_proj(parent_pe), depth_h[d_other], self._depth(d_other),
+                             t(f.other_scalars, real)], -1)
+        edge_logit = self.edge_out(F.silu(self.edge_in(edge_x))).squeeze(-1)
+        other_logit = self.other_out(F.silu(self.other_in(other_x))).squeeze(-1)
+        return group_log_softmax(edge_logit, other_logit, t(f.edge_group))
 
     # --------------------------------------------------------------- save / load
     def save_pretrained(self, path: str | os.PathLike) -> None:
@@ -151,25 +141,121 @@ class TapsScorer(nn.Module):
         raw = json.loads((path / "config.json").read_text())
         if raw.pop("model_type", None) != "taps_scorer":
             raise ValueError(f"{path}/config.json is not a TAPS scorer config")
+        if raw.get("format") != FORMAT:
+            raise ValueError(f"the scorer in {path} has format {raw.get('format', 1)}; this version reads format "
+                             f"{FORMAT}: retrain it with `python -m taps.train scorer`")
         model = cls(ScorerConfig(**raw))
         model.load_state_dict(load_file(str(path / "model.safetensors")), strict=True)
         return model.to(device).eval()
 
 
-def scorer_loss(edge_logq: torch.Tensor, other_logq: torch.Tensor, f: EdgeFeatures,
-                edge_target: torch.Tensor, bce_weight: float = 0.5) -> tuple[torch.Tensor, dict[str, float]]:
+def group_log_softmax(edge_logit: torch.Tensor, other_logit: torch.Tensor, group: torch.Tensor):
+    """log-softmax over each parent's children (edges with the same `group`) and its "other" logit."""
+    group_max = other_logit.detach().clone().scatter_reduce(0, group, edge_logit.detach(), reduce="amax")
+    edge_exp = (edge_logit - group_max[group]).exp()
+    other_exp = (other_logit - group_max).exp()
+    log_total = other_exp.index_add(0, group, edge_exp).log() + group_max
+    return edge_logit - log_total[group], other_logit - log_total
+
+
+# ------------------------------------------------------------------------------------ fast inference
+class ScorerTables:
+    """The scorer folded for inference (numpy): per-token tables of the first layer, per-depth rows
+    once per round, and the rest per edge. Equal to `TapsScorer.forward` up to float rounding
+    (exactly, in float64, whatever the batch)."""
+
+    def __init__(self, scorer: TapsScorer, embed: nn.Embedding, dtype=np.float32):
+        c = scorer.config
+        p = c.proj_dim
+        with torch.no_grad():
+            E = embed.weight.detach().double().cpu()
+
+            def lin(layer):
+                return layer.weight.detach().double().cpu(), layer.bias.detach().double().cpu()
+
+            cw, cb = lin(scorer.child_proj)
+            pw, pb = lin(scorer.parent_proj)
+            self._hw, self._hb = (x.numpy().astype(dtype) for x in lin(scorer.hidden_proj))
+            w1, b1 = lin(scorer.edge_in)
+            o1, ob = lin(scorer.other_in)
+            # edge first layer: [child p | parent p | hidden p | depth dd | scalars 7]
+            self.child = ((E @ cw.T + cb) @ w1[:, :p].T).numpy().astype(dtype)                  # [V, h]
+            self.parent = ((E @ pw.T + pb) @ w1[:, p:2 * p].T).numpy().astype(dtype)            # [V, h]
+            self.edge_hidden = w1[:, 2 * p:3 * p].numpy().astype(dtype)                          # [h, p]
+            depth = scorer.depth_emb.weight.detach().double().cpu()                              # [D+1, dd]
+            self.edge_depth = (depth @ w1[:, 3 * p:3 * p + c.depth_dim].T + b1).numpy().astype(dtype)
+            self.edge_scalars = w1[:, 3 * p + c.depth_dim:].T.numpy().astype(dtype)              # [7, h]
+            w2, b2 = lin(scorer.edge_out)
+            self.edge_w2, self.edge_b2 = w2[0].numpy().astype(dtype), float(b2[0])
+            # other head: [parent p | hidden p | depth dd | scalars 6]
+            self.other_parent = ((E @ pw.T + pb) @ o1[:, :p].T).numpy().astype(dtype)           # [V, h/2]
+            self.other_hidden = o1[:, p:2 * p].numpy().astype(dtype)
+            self.other_depth = (depth @ o1[:, 2 * p:2 * p + c.depth_dim].T + ob).numpy().astype(dtype)
+            self.other_scalars = o1[:, 2 * p + c.depth_dim:].T.numpy().astype(dtype)
+            v2, c2 = lin(scorer.other_out)
+            self.other_w2, self.other_b2 = v2[0].numpy().astype(dtype), float(c2[0])
+        self.max_depth = c.max_depth
+        self.dtype = dtype
+
+    def depth_rows(self, hidden: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per lattice row (depth index d), the first-layer contribution of the drafter's hidden
+        state and the depth embedding, for the edge head and the other head: [H, h], [H, h/2]."""
+        proj = hidden.astype(self.dtype) @ self._hw.T + self._hb                               # [H, p]
+        depth = np.minimum(np.arange(1, len(hidden) + 1), self.max_depth)
+        return proj @ self.edge_hidden.T + self.edge_depth[depth], proj @ self.other_hidden.T + self.other_depth[depth]
+
+    def edge_logits(self, f: PoolFeatures, rows: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        edge_rows, other_rows = rows
+        x = (self.child[f.child_tokens] + self.parent[f.parent_tokens] + edge_rows[f.depth_index]
+             + f.edge_scalars.astype(self.dtype) @ self.edge_scalars)
+        edge = _silu(x) @ self.edge_w2 + self.edge_b2
+        y = (self.other_parent[f.parent_tokens_p] + other_rows[f.parent_depth_index]
+             + f.other_scalars.astype(self.dtype) @ self.other_scalars)
+        other = _silu(y) @ self.other_w2 + self.other_b2
+        return edge, other
+
+    def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
+        """q(child | parent reached) for every pool node (q[0] = 1 for the root)."""
+        if pool.size == 0:
+            return np.ones(1)
+        f = pool_features(pool, lattice)
+        edge, other = self.edge_logits(f, self.depth_rows(hidden_array(lattice)))
+        edge, other = edge.astype(np.float64), other.astype(np.float64)
+        group_max = other.copy()
+        np.maximum.at(group_max, f.edge_group, edge)
+        edge_exp = np.exp(edge - group_max[f.edge_group])
+        total = np.exp(other - group_max)
+        np.add.at(total, f.edge_group, edge_exp)
+        return np.concatenate([[1.0], edge_exp / total[f.edge_group]])
+
+
+def hidden_array(lattice: Lattice) -> np.ndarray:
+    if lattice.hidden is None:
+        raise ValueError("the learned scorer needs the drafter's hidden states in the lattice")
+    hidden = lattice.hidden
+    return hidden.detach().float().cpu().numpy() if isinstance(hidden, torch.Tensor) else np.asarray(hidden)
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+# ------------------------------------------------------------------------------------ loss
+def scorer_loss(edge_logq: torch.Tensor, other_logq: torch.Tensor, f: PoolFeatures, edge_target: torch.Tensor,
+                bce_weight: float = 0.5) -> tuple[torch.Tensor, dict[str, float]]:
     """KL(target || q) per parent plus bce_weight x BCE between predicted and target reach.
 
-    `edge_target` [E]: the target model's probability of each child token at its parent.
-    """
-    other_target = (1.0 - torch.zeros_like(other_logq).index_add(0, f.edge_group, edge_target)).clamp(min=0.0)
+    `edge_target` [E]: the target model's probability of each child token at its parent."""
+    group = torch.as_tensor(f.edge_group, device=edge_logq.device)
+    other_target = (1.0 - torch.zeros_like(other_logq).index_add(0, group, edge_target)).clamp(min=0.0)
     eps = 1e-8
     kl_edges = edge_target * ((edge_target + eps).log() - edge_logq)
     kl_other = other_target * ((other_target + eps).log() - other_logq)
     kl = (kl_other.sum() + kl_edges.sum()) / max(len(other_logq), 1)
-    # reach along paths: pool parents precede children, so accumulate in order
-    pred_reach = _path_cumsum(edge_logq, f.parent_ids, f.depths).exp().clamp(1e-7, 1 - 1e-7)
-    true_reach = _path_cumsum((edge_target + eps).log(), f.parent_ids, f.depths).exp().clamp(0.0, 1.0)
+    parent_ids = torch.as_tensor(f.parent_ids, device=edge_logq.device)
+    depths = torch.as_tensor(f.depth_index + 1, device=edge_logq.device)
+    pred_reach = _path_cumsum(edge_logq, parent_ids, depths).exp().clamp(1e-7, 1 - 1e-7)
+    true_reach = _path_cumsum((edge_target + eps).log(), parent_ids, depths).exp().clamp(0.0, 1.0)
     bce = F.binary_cross_entropy(pred_reach, true_reach)
     loss = kl + bce_weight * bce
     return loss, {"kl": float(kl.detach()), "bce": float(bce.detach())}

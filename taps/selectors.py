@@ -8,9 +8,10 @@ Every selector works in three steps, which the session times as the stages of th
 - `ar`:     no drafter; the root alone (plain autoregressive decoding).
 - `dflash`: the drafter's argmax path.
 - `ddtree`: best-first heap over the product of marginals (the B best paths).
-- `taps`:   candidate pool -> path-conditioned reach -> prefix-closed subtree, by the authors'
-            utility-and-closure rule (`utility`), by reach alone (`reach`, the exact optimum of
-            the sum of reach), or by our measured-cost size choice (`cost`).
+- `taps`:   candidate pool (the best pool_factor x budget nodes by marginal path score, or the
+            authors' beam pool) -> path-conditioned reach -> prefix-closed subtree, by the
+            authors' utility-and-closure rule (`utility`), by reach alone (`reach`, the exact
+            optimum of the sum of reach), or by our measured-cost size choice (`cost`).
 - `oracle`: in hindsight (T=0), the longest prefix of the target's own continuation that lies in
             the drafter's top-K lattice.
 """
@@ -25,7 +26,7 @@ import numpy as np
 from .config import SELECTORS, TAPS_MODES, DecodeConfig, run_label
 from .costs import LatencyProfile
 from .estimate import Estimator
-from .pool import Lattice, candidate_pool, tree_from_nodes
+from .pool import Lattice, candidate_pool, top_paths, tree_from_nodes
 from .tree import DraftTree
 
 __all__ = ["SELECTORS", "TAPS_MODES", "RoundContext", "Selector", "make_selector", "top_by_reach",
@@ -160,11 +161,10 @@ class TapsSelector(Selector):
     name = "taps"
 
     def pool(self, root_token, lattice, cfg, ctx):
-        pool = candidate_pool(root_token, lattice, cfg.top_k, cfg.beam_width, cfg.pool_cap)
-        if 0 < cfg.score_cap < pool.size:
-            # keep the best nodes by marginal path score: prefix-closed, and cheaper to score
-            pool = pool.subtree(top_by_reach(np.exp(pool.path_logprob), cfg.score_cap))
-        return pool
+        caps = [c for c in (cfg.pool_factor * cfg.budget, cfg.score_cap) if c > 0]
+        if caps:   # the exact best nodes by marginal path score: prefix-closed, small, cheap to score
+            return top_paths(root_token, lattice, min(caps), cfg.top_k)
+        return candidate_pool(root_token, lattice, cfg.top_k, cfg.beam_width, cfg.pool_cap)
 
     def estimate(self, pool, lattice, cfg, ctx):
         if ctx.estimator is None:
@@ -187,7 +187,7 @@ class OracleSelector(Selector):
     def pool(self, root_token, lattice, cfg, ctx):
         if ctx.future_tokens is None:
             raise ValueError("the oracle needs the target's continuation (run autoregressive decoding first)")
-        k = min(cfg.top_k, lattice.width)
+        k = lattice.width          # the whole lattice (at least the budget wide): a bound for every selector
         nodes = []
         for depth in range(1, min(cfg.budget, lattice.depth, len(ctx.future_tokens)) + 1):
             hits = np.flatnonzero(lattice.tokens[depth - 1, :k] == ctx.future_tokens[depth - 1])

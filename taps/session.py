@@ -20,15 +20,15 @@ from transformers import DynamicCache
 from . import costs
 from .config import DecodeConfig
 from .costs import LatencyProfile
-from .drafter import DraftContext
 from .estimate import make_estimator
+from .fast_drafter import DraftContext, fast_drafter
 from .pair import ModelPair
 from .pool import Lattice
 from .record import STAGES, Round, build_round
 from .reference import greedy_continuation, sample_continuation
 from .selectors import RoundContext, make_selector
 from .timing import StageTimer
-from .verify import compact_cache, edge_feedback, target_forward, trim_cache, walk
+from .verify import HeadRows, compact_cache, edge_feedback, target_body, trim_cache, walk
 
 __all__ = ["DecodeConfig", "DecodeSession", "Round", "STAGES", "greedy_continuation", "sample_continuation"]
 
@@ -87,7 +87,6 @@ class DecodeSession:
         self.tokens: list[int] = list(prompt_ids)          # committed sequence (prompt + generated)
         self.rounds: list[Round] = []
         self.finished, self.stop_reason = False, None
-        self.generator = torch.Generator().manual_seed(int(cfg.seed))
         self.selector = make_selector(cfg.selector)
         self.block_size = (cfg.block_size or pair.drafter.block_size) if self.selector.needs_drafter else 1
         self.estimator = make_estimator(cfg.estimator, pair) if cfg.selector == "taps" else None
@@ -96,14 +95,15 @@ class DecodeSession:
         if cfg.selector == "oracle" and self._oracle_tokens is None:
             self._oracle_tokens = greedy_continuation(pair, prompt_ids, cfg.max_new_tokens + self.block_size)
         self.cache = DynamicCache(config=pair.target.config)
-        self.draft_context = DraftContext(pair.drafter, pair.mask_token_id) if self.selector.needs_drafter else None
+        self.draft_context = (DraftContext(fast_drafter(pair), pair.mask_token_id)
+                              if self.selector.needs_drafter else None)
         timer = StageTimer(pair.device)
         with timer("verify"):                       # prefill: timed apart from the rounds
             if len(prompt_ids) > 1:
                 ids = torch.tensor([prompt_ids[:-1]], device=pair.device)
                 pos = torch.arange(ids.shape[1], device=pair.device).view(1, -1)
                 layers = pair.feature_layers if self.draft_context else None
-                _, features = target_forward(pair.target, self.cache, ids, pos, None, layers)
+                _, features = target_body(pair.target, self.cache, ids, pos, None, layers)
                 if self.draft_context is not None:
                     self.draft_context.add(features)
         self.prefill_s = timer.seconds["verify"]
@@ -145,8 +145,9 @@ class DecodeSession:
                 raise RuntimeError(f"selector {cfg.selector} produced an invalid tree "
                                    f"(size {tree.size}, budget {cfg.budget})")
         with timer("verify"):
-            logits, features = self._verify(tree, start)
-            result = walk(tree, logits, cfg.temperature, self.generator)
+            hidden, features = self._verify(tree, start)
+            head = HeadRows(pair.target, hidden)
+            result = walk(tree, head, cfg.temperature, cfg.seed, start)
         with timer("commit"):
             keep = [0] + result.accepted
             compact_cache(self.cache, start, keep)
@@ -154,8 +155,8 @@ class DecodeSession:
                 self.draft_context.add(features[keep])
             committed = self._truncate([int(tree.tokens[i]) for i in result.accepted] + [result.bonus_token])
             self.tokens.extend(committed)
-            if self.estimator is not None:
-                self.estimator.observe(pool, edge_feedback(pool, selected, logits, cfg.temperature))
+            if self.estimator is not None and self.estimator.learns:
+                self.estimator.observe(pool, edge_feedback(pool, selected, head, cfg.temperature))
             record = build_round(index=len(self.rounds), config=cfg, pool=pool, selected=selected,
                                  accepted_rows=result.accepted, child_prob=result.child_prob,
                                  bonus_token=result.bonus_token, committed=committed, start=start,
@@ -168,13 +169,14 @@ class DecodeSession:
     def _draft(self, root: int, depth: int) -> Lattice:
         hidden = self.draft_context.draft(root, depth, self.pair.embed)
         k = max(self.config.top_k, self.config.budget)
-        return Lattice.from_logits(self.pair.lm_head(hidden), k, hidden=hidden, temperature=self.config.temperature)
+        return Lattice.from_logits(self.draft_context.logits(hidden), k, hidden=hidden,
+                                   temperature=self.config.temperature)
 
     def _verify(self, tree, start: int):
         ids, pos, mask = tree.verify_inputs(start, start, self.pair.dtype, self.pair.device)
         layers = self.pair.feature_layers if self.draft_context is not None else None
         try:
-            return target_forward(self.pair.target, self.cache, ids, pos, mask if tree.size else None, layers)
+            return target_body(self.pair.target, self.cache, ids, pos, mask if tree.size else None, layers)
         except torch.cuda.OutOfMemoryError as exc:
             trim_cache(self.cache, start)
             raise RuntimeError(f"the GPU ran out of memory verifying {tree.size} nodes; lower the budget "

@@ -1,8 +1,12 @@
 """Verify: one target forward over a draft tree, the walk, and the KV-cache compaction.
 
-The walk is the only place tokens are chosen, and every chosen token is the target's own pick
-(argmax at T=0, one sample from the target's distribution at T>0, one random draw per committed
-token), so the output is exactly what the target alone would produce.
+The walk is the only place tokens are chosen, and every chosen token is the target's own pick, so
+the output is exactly what the target alone would produce. At T=0 that is its argmax. At T>0 it is
+a Gumbel-max draw: argmax(logits / T + g), an exact sample from softmax(logits / T), where the
+Gumbel noise g is keyed by the seed and the token's absolute position in the sequence. Plain
+decoding (`taps.reference`) draws with the same noise at the same position, so a tree and plain
+decoding pick the same token unless two tokens' scores tie to within float rounding, exactly as
+at T=0.
 """
 
 from __future__ import annotations
@@ -17,14 +21,27 @@ from .drafter import context_features
 from .tree import DraftTree
 
 
-def pick_token(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> int:
-    """The target's choice from one row of logits: argmax at T=0, else one inverse-CDF draw."""
+def _mix(seed: int, position: int) -> int:
+    """A 63-bit generator seed from (seed, position) (splitmix64 finaliser)."""
+    z = (int(seed) * 0x9E3779B97F4A7C15 + int(position) + 0x632BE59BD9B4E019) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return (z ^ (z >> 31)) & 0x7FFFFFFFFFFFFFFF
+
+
+def gumbel_noise(seed: int, position: int, vocab: int) -> torch.Tensor:
+    """Gumbel noise [vocab] (float64, CPU) for the token at `position` of a sequence sampled with `seed`."""
+    u = torch.rand(vocab, generator=torch.Generator().manual_seed(_mix(seed, position)), dtype=torch.float64)
+    return -torch.log(-torch.log(u.clamp_min(1e-300)))
+
+
+def choose_token(logits: torch.Tensor, temperature: float, seed: int, position: int) -> int:
+    """The target's token at `position` from its logits there: argmax at T=0, else the Gumbel-max
+    draw keyed by (seed, position)."""
     if temperature <= 0.0:
         return int(torch.argmax(logits))
-    probs = torch.softmax(logits.double().cpu() / temperature, dim=-1)
-    u = torch.rand((), generator=generator, dtype=torch.float64)
-    cdf = torch.cumsum(probs, dim=-1)
-    return int(min(torch.searchsorted(cdf, u * cdf[-1]).item(), probs.numel() - 1))
+    noise = gumbel_noise(seed, position, logits.shape[-1]).to(logits.device)
+    return int(torch.argmax(logits.double() / temperature + noise))
 
 
 def target_forward(target, cache: DynamicCache, input_ids: torch.Tensor, position_ids: torch.Tensor,
@@ -38,31 +55,71 @@ def target_forward(target, cache: DynamicCache, input_ids: torch.Tensor, positio
     return out.logits[0], features
 
 
+def target_body(target, cache: DynamicCache, input_ids: torch.Tensor, position_ids: torch.Tensor,
+                attention_mask: torch.Tensor | None, feature_layers: list[int] | None):
+    """The target's layers without its lm_head: final hidden states [n, d] and context features
+    [n, F] (or None). Logits come from `HeadRows` for the rows a round needs."""
+    out = target.get_decoder()(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                               cache=cache, use_cache=True, output_hidden_states=feature_layers is not None)
+    features = None
+    if feature_layers is not None:
+        features = context_features(out.hidden_states, feature_layers)[0]
+    return out.last_hidden_state[0], features
+
+
+class HeadRows:
+    """The target's logits of a verified tree, row by row as the round needs them (the lm_head is
+    a fifth of a small target's verify arithmetic; a round needs the rows of the tree's inner nodes
+    and of the walked path, not the leaves it never reaches)."""
+
+    def __init__(self, target, hidden: torch.Tensor):
+        self.head = target.get_output_embeddings()
+        self.hidden = hidden
+        self.rows: dict[int, torch.Tensor] = {}
+
+    def get(self, rows: list[int]) -> torch.Tensor:
+        """Logits [len(rows), V] (float32)."""
+        missing = [r for r in rows if r not in self.rows]
+        if missing:
+            computed = self.head(self.hidden[missing]).float()
+            self.rows.update(zip(missing, computed))
+        return torch.stack([self.rows[r] for r in rows]) if rows else self.hidden.new_zeros((0, 0))
+
+
 @dataclass
 class WalkResult:
     accepted: list[int]          # tree indices of accepted draft nodes, by depth
     bonus_token: int             # the target's token after the last accepted node
-    target_tokens: np.ndarray    # [n+1] the target's greedy token at each verified node
+    target_tokens: np.ndarray    # [n+1] the target's greedy token at each inner node of the tree (-1 elsewhere)
     child_prob: np.ndarray       # [n+1] target probability of each node's token at its parent (1 at root)
 
 
-def walk(tree: DraftTree, logits: torch.Tensor, temperature: float,
-         generator: torch.Generator | None) -> WalkResult:
-    """Follow the target's choices down the tree from the root."""
-    logits = logits.float()
-    scaled = logits / temperature if temperature > 0 else logits
-    probs = torch.softmax(scaled, dim=-1)
-    parents = torch.as_tensor(tree.parents[1:], device=logits.device)
-    tokens = torch.as_tensor(tree.tokens[1:], device=logits.device)
+def walk(tree: DraftTree, head: HeadRows, temperature: float, seed: int, start: int) -> WalkResult:
+    """Follow the target's choices down the tree from the root (the root sits at position `start`,
+    so the token chosen at a node of depth d is the sequence's token at start + d + 1). The logits
+    of every inner node come in one batch (they give each node's target probability at its parent,
+    and the online estimator's verdicts); a walked leaf's row comes on its own."""
+    inner = sorted(set(tree.parents[1:].tolist())) if tree.size else []
     child_prob = np.ones(len(tree.tokens))
-    if tree.size:
-        child_prob[1:] = probs[parents, tokens].double().cpu().numpy()
-    target_tokens = logits.argmax(-1).cpu().numpy()
+    target_tokens = np.full(len(tree.tokens), -1)
+    if inner:
+        logits = head.get(inner)
+        target_tokens[inner] = logits.argmax(-1).cpu().numpy()
+        probs = torch.softmax(logits / temperature if temperature > 0 else logits, dim=-1)
+        row_of = {node: i for i, node in enumerate(inner)}
+        rows = torch.as_tensor([row_of[int(p)] for p in tree.parents[1:]], device=logits.device)
+        tokens = torch.as_tensor(tree.tokens[1:], device=logits.device)
+        child_prob[1:] = probs[rows, tokens].double().cpu().numpy()
     children = tree.children()
     accepted: list[int] = []
     node = 0
     while True:
-        token = pick_token(logits[node], temperature, generator)
+        if temperature > 0:
+            token = choose_token(head.get([node])[0], temperature, seed, start + int(tree.depths[node]) + 1)
+        elif target_tokens[node] >= 0:
+            token = int(target_tokens[node])
+        else:
+            token = int(head.get([node])[0].argmax())
         child = children[node].get(token)
         if child is None:
             return WalkResult(accepted, token, target_tokens, child_prob)
@@ -78,34 +135,37 @@ def trim_cache(cache: DynamicCache, length: int) -> None:
 
 
 def compact_cache(cache: DynamicCache, past_length: int, keep: list[int]) -> None:
-    """Keep the cached context plus the tree entries at `keep` (relative to the tree), in order."""
-    if keep == list(range(len(keep))):   # a chain accepted from the start: drop the tail only
-        trim_cache(cache, past_length + len(keep))
-        return
-    index = None
-    for layer in cache.layers:
-        if index is None:
-            index = torch.as_tensor(list(range(past_length)) + [past_length + k for k in keep],
-                                    device=layer.keys.device)
-        layer.keys = layer.keys.index_select(-2, index)
-        layer.values = layer.values.index_select(-2, index)
+    """Keep the cached context plus the tree entries at `keep` (relative to the tree), in order:
+    the kept entries move down into place (only the tree's tail is touched), the rest is cropped."""
+    if keep != list(range(len(keep))):
+        source = None
+        for layer in cache.layers:
+            if source is None:
+                source = torch.as_tensor([past_length + k for k in keep], device=layer.keys.device)
+            end = past_length + len(keep)
+            layer.keys[..., past_length:end, :] = layer.keys.index_select(-2, source)
+            layer.values[..., past_length:end, :] = layer.values.index_select(-2, source)
+    trim_cache(cache, past_length + len(keep))
 
 
-def edge_feedback(pool: DraftTree, selected: np.ndarray, logits: torch.Tensor, temperature: float) -> np.ndarray:
+def edge_feedback(pool: DraftTree, selected: np.ndarray, head: HeadRows, temperature: float) -> np.ndarray:
     """Per pool node, the target's verdict on it given its parent reached: 1/0 (is it the target's
     argmax) at T=0, the target's probability of it at T>0; NaN where the parent was not verified.
-    This is what the online estimator learns from."""
+    This is what the online estimator learns from (it reads every verified row's logits)."""
     row_of = np.full(len(pool.tokens), -1)
     row_of[selected] = np.arange(len(selected))
     targets = np.full(len(pool.tokens), np.nan)
     nodes = np.flatnonzero(row_of[pool.parents[1:]] >= 0) + 1
     if nodes.size == 0:
         return targets
-    rows = torch.as_tensor(row_of[pool.parents[nodes]], device=logits.device)
+    parent_rows = row_of[pool.parents[nodes]]
+    order = sorted(set(parent_rows.tolist()))
+    logits = head.get(order)
+    index = torch.as_tensor(np.searchsorted(order, parent_rows), device=logits.device)
     toks = torch.as_tensor(pool.tokens[nodes], device=logits.device)
     if temperature > 0:
-        probs = torch.softmax(logits.float() / temperature, dim=-1)
-        targets[nodes] = probs[rows, toks].double().cpu().numpy()
+        probs = torch.softmax(logits / temperature, dim=-1)
+        targets[nodes] = probs[index, toks].double().cpu().numpy()
     else:
-        targets[nodes] = (logits.argmax(-1)[rows] == toks).double().cpu().numpy()
+        targets[nodes] = (logits.argmax(-1)[index] == toks).double().cpu().numpy()
     return targets

@@ -61,3 +61,48 @@ def test_public_config_fields(tmp_path, tiny_pair):
     assert raw["block_size"] == 16 and raw["num_target_layers"] == 4
     assert raw["dflash_config"]["mask_token_id"] == 1
     assert len(raw["dflash_config"]["target_layer_ids"]) == 3
+
+
+def test_fused_inference_drafter_equals_the_module(tiny_pair):
+    """FastDrafter (fused weights, in-place context buffers) computes what DFlashDrafter computes:
+    the context arriving in pieces, a block after it, in float64 (the module's RMSNorm rounds
+    through float32, hence the tolerance)."""
+    from taps.fast_drafter import DraftContext, FastDrafter
+
+    pair = tiny_pair
+    drafter = pair.drafter
+    gen = torch.Generator().manual_seed(3)
+    feats = torch.randn(1, 23, len(drafter.target_layer_ids) * drafter.config.hidden_size, generator=gen,
+                        dtype=torch.float64).to(pair.device)
+    cache = drafter.new_cache()
+    drafter.extend_cache(cache, feats[:, :17])
+    drafter.extend_cache(cache, feats[:, 17:])
+    block = torch.tensor([[7] + [pair.mask_token_id] * 5], device=pair.device)
+    expected = drafter.draft_block(cache, pair.embed(block))[0, 1:]
+    context = DraftContext(FastDrafter(drafter, pair.target.get_output_embeddings()), pair.mask_token_id)
+    context.add(feats[0, :17])
+    context.draft(9, 3, pair.embed)                 # a draft in between leaves nothing behind
+    context.add(feats[0, 17:])
+    got = context.draft(7, 5, pair.embed)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(context.logits(got), pair.lm_head(expected).float(), rtol=1e-6, atol=1e-6)
+
+
+def test_int8_drafter_is_close_and_refused_where_it_cannot_run(tiny_pair, tiny_pair_f32):
+    import pytest
+
+    from taps.fast_drafter import DraftContext, FastDrafter
+
+    pair = tiny_pair_f32
+    if pair.device.type != "cpu":
+        pytest.skip("int8 drafting runs on the CPU")
+    gen = torch.Generator().manual_seed(4)
+    feats = torch.randn(12, len(pair.drafter.target_layer_ids) * pair.drafter.config.hidden_size, generator=gen)
+    hidden = {}
+    for precision in ("same", "int8"):
+        context = DraftContext(FastDrafter(pair.drafter, pair.target.get_output_embeddings(), precision), 1)
+        context.add(feats)
+        hidden[precision] = context.draft(7, 5, pair.embed)
+    assert torch.nn.functional.cosine_similarity(hidden["same"], hidden["int8"], dim=-1).min() > 0.98
+    with pytest.raises(ValueError, match="float32 pair on the CPU"):
+        FastDrafter(tiny_pair.drafter, tiny_pair.target.get_output_embeddings(), "int8")   # float64

@@ -27,10 +27,10 @@ def _reference(pair, prompt, temperature, seed):
 
 
 def _check_run(pair, prompt, reference, selector, estimator, budget, block_size, temperature, seed, mode,
-               score_cap=0):
+               score_cap=0, pool_factor=4):
     session = DecodeSession(pair, prompt, selector=selector, estimator=estimator, budget=budget,
                             block_size=block_size, temperature=temperature, seed=seed, max_new_tokens=NEW_TOKENS,
-                            stop_at_eos=False, taps_mode=mode, score_cap=score_cap,
+                            stop_at_eos=False, taps_mode=mode, score_cap=score_cap, pool_factor=pool_factor,
                             oracle_tokens=reference if selector == "oracle" else None)
     session.run()
     assert session.generated == reference, (selector, estimator, budget, block_size, mode, score_cap)
@@ -53,18 +53,21 @@ def _check_all(pair, prompt, block_size, temperature=0.0, seed=0, taps_modes=("c
                 if selector == "taps":
                     _check_run(pair, prompt, reference, selector, estimator, budget, block_size, temperature, seed,
                                mode, score_cap=max(budget, 4))
+                    _check_run(pair, prompt, reference, selector, estimator, budget, block_size, temperature, seed,
+                               mode, pool_factor=0)
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompt=prompts, block_size=st.sampled_from([3, 8]), budget=st.sampled_from(BUDGETS),
-       mode=st.sampled_from(("cost", "reach", "utility")), capped=st.booleans())
-def test_greedy_equals_plain_greedy(tiny_pair, prompt, block_size, budget, mode, capped):
+       mode=st.sampled_from(("cost", "reach", "utility")), capped=st.booleans(), pool_factor=st.sampled_from([0, 4]))
+def test_greedy_equals_plain_greedy(tiny_pair, prompt, block_size, budget, mode, capped, pool_factor):
     """Every selector on a drawn prompt, block size, budget and TAPS mode (the slow suite runs the
     whole cross product)."""
     reference = _reference(tiny_pair, prompt, 0.0, 0)
     for selector, estimator in RUNS:
         _check_run(tiny_pair, prompt, reference, selector, estimator, budget, block_size, 0.0, 0,
-                   mode if selector == "taps" else "cost", max(budget, 4) if capped and selector == "taps" else 0)
+                   mode if selector == "taps" else "cost", max(budget, 4) if capped and selector == "taps" else 0,
+                   pool_factor)
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,8 +1,10 @@
 """Quick training pipeline: ``python -m taps.train tokenizer --quick`` then ``target --quick``.
 
 Checks the outputs load with transformers, the tokenizer round-trips source exactly, the
-train/val split is stable and disjoint, HumanEval prompts stay out of the training text, and an
-interrupted target run resumes from its checkpoint.
+train/val split is stable and disjoint, HumanEval prompts stay out of the training text, an
+interrupted target run resumes from its checkpoint, SIGTERM pauses a run that the same command
+resumes, bits per byte divide by the val text's bytes, and the deduplication drops exact and near
+copies. The ``slow`` test builds the stdlib+libs corpus (~20 s) and checks its splits.
 """
 
 from __future__ import annotations
@@ -117,3 +119,75 @@ def test_resume(run_dir: Path, tmp_path: Path) -> None:
     # same data windows and optimizer state; CPU float results may differ in the last bits
     reference = json.loads((run_dir / "target" / "training_log.json").read_text())
     assert abs(log["final_val_loss"] - reference["final_val_loss"]) < 0.05
+
+
+def test_bits_per_byte_denominator(run_dir: Path) -> None:
+    """The byte length of every val token adds up to the UTF-8 bytes of the val text."""
+    from transformers import AutoTokenizer
+
+    from taps.train.target import token_byte_lengths
+
+    tok = AutoTokenizer.from_pretrained(run_dir / "tokenizer")
+    stream = np.load(run_dir / "data" / "val.npy")
+    meta = json.loads((run_dir / "data" / "val.json").read_text())
+    assert int(token_byte_lengths(tok)[stream].sum()) == meta["bytes"] == data.split_bytes("val", max_files=40)
+    log = json.loads((run_dir / "target" / "training_log.json").read_text())
+    assert 0 < log["final_val_bpb"] < 16 and log["evals"][-1]["val_bpb"] == log["final_val_bpb"]
+
+
+def test_sigterm_pauses_and_resumes(run_dir: Path, tmp_path: Path) -> None:
+    """SIGTERM checkpoints at the next step and exits 75; the same command resumes there."""
+    import signal
+
+    shutil.copytree(run_dir / "tokenizer", tmp_path / "tokenizer")
+    cmd = [sys.executable, "-m", "taps.train", "target", "--quick", "--out", str(tmp_path), "--max-steps", "100000",
+           "--log-every", "1", "--eval-every", "100000"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        if line.startswith("step"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    out = proc.stdout.read()
+    assert proc.wait(timeout=120) == 75, out
+    assert "paused at step" in out
+    paused = int(out.split("paused at step ")[1].split()[0])
+    assert (tmp_path / "target_ckpt" / "ckpt.pt").is_file()
+    stdout = run_stage("target", "--quick", "--out", str(tmp_path), "--max-steps", str(paused + 3),
+                       "--log-every", "1", "--eval-every", "100000")
+    assert f"resumed from {tmp_path / 'target_ckpt' / 'ckpt.pt'} at step {paused}" in stdout
+    log = json.loads((tmp_path / "target" / "training_log.json").read_text())
+    assert log["steps"] == paused + 3 and log["resumed_at_steps"] == [paused]
+
+
+def test_dedup_exact_near_and_protected() -> None:
+    from taps.train import dedup
+
+    base = "\n".join(f"def f{i}(x, y):\n    return x * {i} + y - {i * 7} if x else y // {i + 1}" for i in range(60))
+    near = base.replace("def f3(", "def g3(").replace("def f40(", "def h40(")
+    other = "\n".join(f"class C{i}:\n    value = '{i}' * {i}" for i in range(60))
+    texts = [base, base.replace("\n", "   \r\n") + "\n\n", near, other, base]
+    verdicts = dedup.deduplicate(texts, protected=1)
+    assert [v.kept for v in verdicts] == [True, False, False, True, False]
+    assert verdicts[1].reason == "exact" and verdicts[1].of == 0
+    assert verdicts[2].reason == "near" and verdicts[2].of == 0 and verdicts[2].jaccard >= 0.8
+    # a protected (validation) file is kept even when it duplicates another protected file
+    assert all(v.kept for v in dedup.deduplicate([base, base], protected=2))
+
+
+@pytest.mark.slow
+def test_stdlib_libs_corpus_keeps_the_val_split() -> None:
+    """stdlib+libs: the same val files as stdlib; no training file duplicates a val file or holds
+    a HumanEval prompt; library files are train only, without test code."""
+    from taps.train import dedup
+
+    assert data.corpus_files("val", "stdlib+libs") == data.corpus_files("val")
+    records = data.corpus_records("train", "stdlib+libs")
+    assert {r.source for r in records} == {"stdlib", *data.LIBRARIES}
+    val_keys = {dedup.exact_key(t) for t in data.read_corpus("val")}
+    prompts = [p["prompt"] for p in data.humaneval_prompts()]
+    for r in records:
+        assert dedup.exact_key(r.text) not in val_keys, r.rel
+        assert not any(p in r.text for p in prompts), r.rel
+        if r.source != "stdlib":
+            parts = Path(r.rel).parts
+            assert not set(parts[:-1]) & data.LIB_EXCLUDED_DIRS and not parts[-1].startswith("test_"), r.rel

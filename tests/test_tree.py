@@ -169,3 +169,19 @@ def test_level_by_level_reach_equals_sequential(seed):
     pool, _ = random_pool(seed)
     q = np.random.default_rng(seed).uniform(0, 1, len(pool.tokens))
     np.testing.assert_allclose(reach_from_edges(pool.parents, q, pool.depths), reach_from_edges(pool.parents, q))
+
+
+@settings(max_examples=60, deadline=None)
+@given(depth=st.integers(1, 4), width=st.integers(1, 4), count=st.integers(1, 40), seed=st.integers(0, 10_000))
+def test_top_paths_are_the_best_nodes_by_marginal_path(depth, width, count, seed):
+    """top_paths gives a prefix-closed tree whose nodes are the `count` best by path score (brute force)."""
+    from taps.pool import top_paths
+
+    gen = torch.Generator().manual_seed(seed)
+    lattice = Lattice.from_logits(torch.randn(depth, 12, generator=gen, dtype=torch.float64) * 2, width)
+    tree = top_paths(3, lattice, count, top_k=width)
+    assert tree.is_prefix_closed()
+    every = [sum(lattice.logprobs[d, r] for d, r in enumerate(ranks))
+             for length in range(1, depth + 1) for ranks in itertools.product(range(width), repeat=length)]
+    best = sorted(every, reverse=True)[:count]
+    np.testing.assert_allclose(sorted(tree.path_logprob[1:], reverse=True), best, rtol=1e-12, atol=1e-12)

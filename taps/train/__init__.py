@@ -2,7 +2,9 @@
 
 Stages, run in order with ``python -m taps.train <stage> --out runs/pair``:
 
-1. ``tokenizer`` - byte-level BPE trained on the Python standard library (``tokenizer.py``).
+1. ``tokenizer`` - byte-level BPE trained on a corpus' train split (``tokenizer.py``): ``stdlib``
+   (the Python standard library) or ``stdlib+libs`` (plus torch, transformers, numpy, pandas,
+   networkx and sympy, deduplicated by ``dedup.py``).
 2. ``target``    - a small Qwen3-architecture causal LM trained from scratch (``target.py``).
 3. ``drafter``   - the diffusion drafter (``drafter.py``).
 4. ``scorer``    - the TAPS path-conditioned scorer (``scorer.py``).

@@ -17,11 +17,15 @@ import torch
 CHOICES = {"schedule": ("steps", "time"), "label": ("prob", "greedy")}
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, *configs, choices: dict | None = None) -> None:
-    """One `--field-name` option per dataclass field; None (unset) keeps the config's default."""
+def add_config_arguments(parser: argparse.ArgumentParser, *configs, choices: dict | None = None,
+                         skip: tuple[str, ...] = ()) -> None:
+    """One `--field-name` option per dataclass field (except `skip`); None (unset) keeps the
+    config's default."""
     choices = {**CHOICES, **(choices or {})}
     for cls in configs:
         for f in fields(cls):
+            if f.name in skip:
+                continue
             flag = "--" + f.name.replace("_", "-")
             if f.name in choices:
                 parser.add_argument(flag, choices=choices[f.name], default=None, help=f"default {f.default}")

@@ -32,7 +32,7 @@ from transformers import DynamicCache  # noqa: E402
 from taps.drafter import context_features  # noqa: E402
 from taps.estimate import normalise_siblings, reach_from_edges  # noqa: E402
 from taps.pool import Lattice, candidate_pool  # noqa: E402
-from taps.scorer import ScorerConfig, TapsScorer, edge_features, scorer_loss  # noqa: E402
+from taps.scorer import ScorerConfig, ScorerTables, TapsScorer, pool_features, scorer_loss  # noqa: E402
 from taps.train.common import (Checkpointer, Progress, add_config_arguments, apply_arguments,  # noqa: E402
                                check_loss_dropped, cosine_lr)
 from taps.tree import DraftTree  # noqa: E402
@@ -153,11 +153,12 @@ def reliability(pred: np.ndarray, observed: np.ndarray, bins: int = 10) -> tuple
 def calibration(traces: list[Trace], scorer: TapsScorer | None, embed) -> dict:
     """Predicted reach (scorer, or marginal product when None) vs observed greedy acceptance."""
     preds, observed = [], []
+    tables = ScorerTables(scorer, embed) if scorer is not None else None
     for t in traces:
         if scorer is None:
             q = np.concatenate([[1.0], np.exp(t.pool.marginal_logprob[1:])])
         else:
-            q = normalise_siblings(t.pool.parents, scorer.edge_probs(t.pool, t.lattice, embed))
+            q = normalise_siblings(t.pool.parents, tables.edge_probs(t.pool, t.lattice))
         reach = reach_from_edges(t.pool.parents, q)
         accepted = reach_from_edges(t.pool.parents, np.concatenate([[1.0], t.edge_greedy]))
         preds.append(reach[1:])
@@ -193,7 +194,7 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
         trace_file.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"train": train_traces, "val": val_traces}, trace_file)
     trace_s = time.time() - t0
-    features = [edge_features(t.pool, t.lattice) for t in train_traces]
+    features = [pool_features(t.pool, t.lattice) for t in train_traces]
     labels = [torch.as_tensor(t.edge_prob if tc.label == "prob" else t.edge_greedy, dtype=torch.float32)
               for t in train_traces]
 
@@ -229,7 +230,7 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
         batch = rng.integers(0, len(features), size=tc.batch_pools)
         loss = 0.0
         for i in batch:
-            edge_logq, other_logq = scorer(features[i], embed)
+            edge_logq, other_logq = scorer(features[i], train_traces[i].lattice.hidden, embed)
             pool_loss, _ = scorer_loss(edge_logq, other_logq, features[i], labels[i])
             loss = loss + pool_loss / len(batch)
         optimizer.zero_grad(set_to_none=True)

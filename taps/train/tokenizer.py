@@ -4,9 +4,14 @@ Special tokens: ``<|endoftext|>`` (id 0, also used as pad) and ``<|mask|>`` (id 
 diffusion drafter). Byte-level pre-tokenizer and decoder, no prefix space, no normalizer, so any
 text round-trips exactly: ``tok.decode(tok.encode(s)) == s``.
 
-Saved as a ``transformers`` fast tokenizer in ``OUT/tokenizer/``:
+Saved as a ``transformers`` fast tokenizer in ``OUT/tokenizer/``, with ``training_info.json``
+(compression on the validation split in characters and UTF-8 bytes per token). With
+``--stats`` it also tokenizes both splits into ``OUT/data`` (the cache the target stage reads)
+and writes ``OUT/tokenizer/corpus_stats.json``: files, characters, bytes and tokens per source,
+and the dropped files by source and reason.
 
     python -m taps.train tokenizer --corpus stdlib --out runs/pair
+    python -m taps.train tokenizer --corpus stdlib+libs --out runs/pair2 --stats
 """
 
 from __future__ import annotations
@@ -93,6 +98,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", choices=data.CORPORA, default="stdlib")
     parser.add_argument("--vocab-size", type=int, default=None, help="default 4096 (512 with --quick)")
     parser.add_argument("--quick", action="store_true", help="small vocab on a few files, for tests")
+    parser.add_argument("--stats", action="store_true",
+                        help="also tokenize both splits into OUT/data and write OUT/tokenizer/corpus_stats.json")
 
 
 def main(args: argparse.Namespace) -> None:
@@ -113,6 +120,7 @@ def main(args: argparse.Namespace) -> None:
 
     # compression on the validation split
     val_chars = sum(len(t) for t in val_texts)
+    val_bytes = sum(len(t.encode("utf-8")) for t in val_texts)
     val_tokens = sum(len(e.ids) for e in tok.encode_batch(val_texts, add_special_tokens=False))
 
     out_dir = Path(args.out) / "tokenizer"
@@ -121,9 +129,34 @@ def main(args: argparse.Namespace) -> None:
         "config": asdict(cfg),
         "vocab_size": tok.get_vocab_size(),
         "train_files": len(data.corpus_files("train", cfg.corpus, cfg.max_files)),
+        "train_chars": sum(len(t) for t in data.read_corpus("train", cfg.corpus, cfg.max_files)),
         "val_chars_per_token": round(val_chars / max(val_tokens, 1), 3),
+        "val_bytes_per_token": round(val_bytes / max(val_tokens, 1), 3),
         "seconds": round(time.time() - t0, 1),
     }
     (out_dir / "training_info.json").write_text(json.dumps(info, indent=2) + "\n")
     print(f"tokenizer: vocab {info['vocab_size']}, {info['train_files']} train files, "
-          f"{info['val_chars_per_token']} chars/token on val, {info['seconds']}s -> {out_dir}")
+          f"{info['val_chars_per_token']} chars/token ({info['val_bytes_per_token']} bytes/token) on val, "
+          f"{info['seconds']}s -> {out_dir}")
+    if args.stats:
+        write_corpus_stats(Path(args.out), cfg)
+
+
+def write_corpus_stats(out: Path, cfg: TokenizerConfig) -> dict:
+    """Tokenize both splits into OUT/data (reused by the target stage) and write
+    OUT/tokenizer/corpus_stats.json from their per-source counts."""
+    from transformers import AutoTokenizer
+
+    hf_tok = AutoTokenizer.from_pretrained(out / "tokenizer")
+    stats = data.corpus_stats(cfg.corpus)
+    for split in data.SPLITS:
+        stream = data.token_stream(hf_tok, split, out / "data", cfg.corpus, cfg.max_files)
+        meta = json.loads((out / "data" / f"{split}.json").read_text())
+        stats[split].update(tokens=int(stream.size), bytes=meta["bytes"], sources=meta["sources"],
+                            tokens_note="tokens include one <|endoftext|> per file; per-source tokens do not")
+    (out / "tokenizer" / "corpus_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    for split in data.SPLITS:
+        print(f"{split}: {stats[split]['files']:,} files, {stats[split]['chars']:,} chars, "
+              f"{stats[split]['tokens']:,} tokens")
+    print(f"dropped: {stats['dropped']}")
+    return stats

@@ -6,6 +6,8 @@ sidebar, widgets built from `taps.config`, and the prompt picker. Pages import t
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import streamlit as st
 
 import app_widgets
@@ -85,6 +87,25 @@ def setting(name: str, key: str, label: str, where=None, default=None, extra_hel
         return where.number_input(label, key=key, step=options.pop("step", 0.1), format=options.pop("format", "%.2f"),
                                   help=help_text, **options)
     return where.number_input(label, key=key, step=1, help=help_text, **options)
+
+
+MAIN_SETTINGS = ("selector", "estimator", "budget", "temperature", "block_size", "max_new_tokens")
+LABELS = {"taps_mode": "TAPS mode", "ddtree_mode": "DDTree mode", "lambda_node": "λ node", "lambda_depth": "λ depth",
+          "top_k": "Top-K per depth", "score_cap": "Score cap", "pool_factor": "Pool factor"}
+
+
+def more_settings(prefix: str, shown: tuple[str, ...], per_row: int = 5) -> dict:
+    """Widgets for every decode setting a page does not show itself, straight from DecodeConfig's
+    fields (a new engine setting appears here by itself). Returns {name: value}."""
+    names = [f.name for f in fields(DecodeConfig) if f.name not in shown and f.metadata["flag"]]
+    values = {}
+    for start in range(0, len(names), per_row):
+        cols = st.columns(per_row)
+        for col, name in zip(cols, names[start:start + per_row]):
+            label = LABELS.get(name, name.replace("_", " ").capitalize())
+            options = {"step": 0.001, "format": "%.3f"} if name == "lambda_depth" else {}
+            values[name] = setting(name, f"{prefix}_{name}", label, col, **options)
+    return values
 
 
 def build_config(pair: ModelPair | None, **values) -> tuple[DecodeConfig | None, str]:

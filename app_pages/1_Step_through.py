@@ -25,10 +25,9 @@ if state.get("step_pair_seen") != pair.name:                 # a new pair drafts
 request = state.pop("step_request", None)                   # "open in Step through" from Failure cases
 if request:
     state["step_prompt"], state["step_example"] = request["prompt"], ui.OWN_PROMPT
-    for name, key in (("selector", "step_selector"), ("estimator", "step_estimator"), ("budget", "step_budget"),
-                      ("max_new_tokens", "step_max_new"), ("taps_mode", "step_taps_mode"),
-                      ("temperature", "step_temperature"), ("block_size", "step_block_size")):
-        state[key] = request["config"][name] if request["config"].get(name) is not None else own_block
+    for name, value in request["config"].items():
+        key = {"max_new_tokens": "step_max_new"}.get(name, f"step_{name}")
+        state[key] = own_block if name == "block_size" and value is None else value
 
 # ---------------------------------------------------------------- prompt and settings
 with ui.settings_area():
@@ -46,24 +45,11 @@ with ui.settings_area():
                             disabled=pair.drafter is None, extra_help=f"This drafter's own: {own_block}.")
     max_new = ui.setting("max_new_tokens", "step_max_new", "Max new tokens", cols[5], default=64)
     with st.expander("TAPS cost, DDTree and pool settings"):
-        cols = st.columns(5)
-        taps_mode = ui.setting("taps_mode", "step_taps_mode", "TAPS mode", cols[0])
-        ddtree_mode = ui.setting("ddtree_mode", "step_ddtree_mode", "DDTree mode", cols[1])
-        lambda_node = ui.setting("lambda_node", "step_lambda_node", "λ node", cols[2])
-        lambda_depth = ui.setting("lambda_depth", "step_lambda_depth", "λ depth", cols[3], step=0.001, format="%.3f")
-        endpoint_cap = ui.setting("endpoint_cap", "step_endpoint_cap", "Endpoint cap", cols[4])
-        cols = st.columns(5)
-        top_k = ui.setting("top_k", "step_top_k", "Top-K per depth", cols[0])
-        beam_width = ui.setting("beam_width", "step_beam_width", "Beam width", cols[1])
-        pool_cap = ui.setting("pool_cap", "step_pool_cap", "Pool cap", cols[2])
-        score_cap = ui.setting("score_cap", "step_score_cap", "Score cap", cols[3])
-        seed = ui.setting("seed", "step_seed", "Seed", cols[4])
+        more = ui.more_settings("step", ui.MAIN_SETTINGS)
 
 config, problem = ui.build_config(
-    pair, selector=selector, estimator=estimator, budget=budget, temperature=temperature, seed=seed,
-    max_new_tokens=max_new, taps_mode=taps_mode, ddtree_mode=ddtree_mode,
-    block_size=block_size if pair.drafter is not None else None, top_k=top_k, beam_width=beam_width, pool_cap=pool_cap,
-    score_cap=score_cap, lambda_node=lambda_node, lambda_depth=lambda_depth, endpoint_cap=endpoint_cap)
+    pair, selector=selector, estimator=estimator, budget=budget, temperature=temperature, max_new_tokens=max_new,
+    block_size=block_size if pair.drafter is not None else None, **more)
 profile, _ = ui.machine_profile(pair, config.budget if config else 0)
 if problem:
     st.error(f"Cannot run these settings: {problem}. The run on view stays as it was.")

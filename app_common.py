@@ -31,7 +31,7 @@ html, body, [class*="css"] { font-size: 17px; }
   overflow: visible !important; text-overflow: clip !important; }
 [data-testid="stMetricLabel"] { min-height: 1.3rem; }
 .stButton button p, .stDownloadButton button p { white-space: nowrap; }
-[data-testid="stWidgetLabel"] p { white-space: normal; }
+[data-testid="stWidgetLabel"] p { white-space: normal; word-break: normal; overflow-wrap: normal; }
 h1 { font-size: 2.1rem !important; }
 [data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
 </style>

@@ -45,13 +45,12 @@ st.subheader("The loaded model pair")
 pair = ui.current_pair(stop=False)
 if pair is not None:
     facts = pair_facts(pair)
-    cols = st.columns(4)
+    cols = st.columns(2)
     cols[0].metric("Pair", facts["name"])
     cols[1].metric("Device", facts["device"])
-    cols[2].metric("Vocabulary", facts["vocabulary"])
-    cols[3].metric("Context", facts["context"])
     st.markdown(f"- **Target:** {facts['target']}\n- **Drafter:** {facts['drafter']}\n"
-                f"- **TAPS scorer:** {facts['TAPS scorer']}")
+                f"- **TAPS scorer:** {facts['TAPS scorer']}\n- **Vocabulary:** {facts['vocabulary']}; "
+                f"**context:** {facts['context']}")
 else:
     st.info("No model pair is loaded; the **Learn** page works without one.")
 

@@ -89,7 +89,9 @@ def counters(record, numbers) -> None:
     cols[4].metric("Waste", f"{100 * numbers.waste_share:.0f}%", help="Verified nodes under a rejected prefix, so far")
     cols[5].metric(f"Modelled speed-up ({where})", "—" if modelled is None else f"{modelled['speedup']:.2f}×",
                    help="Deterministic: τ × AR step ÷ round time, read from " + profile_name(model))
-    cols[6].metric("Measured speed-up", "—" if measured is None else measured.text(2),
+    cols[6].metric("Measured speed-up", "—" if measured is None else f"{measured.median:.2f}×",
+                   delta=None if measured is None or measured.count < 2 else
+                   f"{measured.low:.2f}–{measured.high:.2f}× middle half", delta_color="off", delta_arrow="off",
                    help="Wall clock: per round, τ × the median AR step of this prompt here ÷ the round's time; "
                         "the median over the rounds so far, with their middle half")
     if on_stage:

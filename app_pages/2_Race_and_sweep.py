@@ -24,17 +24,18 @@ BUDGETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
 st.title("Race and sweep")
 prompt = ui.prompt_picker("race", 100)
-cols = st.columns([3, 1, 1, 1, 1, 1])
 state.setdefault("race_selectors", list(RACE_SELECTORS))
 state.setdefault("race_repeats", MIN_REPEATS)
 ui.keep("race_selectors", "race_repeats", "sweep_budgets")
+cols = st.columns([3, 1])
 selectors = cols[0].multiselect("Selectors (AR always runs first: it is the baseline)", RACE_SELECTORS,
                                 key="race_selectors")
 estimator = ui.setting("estimator", "race_estimator", "TAPS estimator", cols[1])
-budget = ui.setting("budget", "race_budget", "Budget", cols[2])
-max_new = ui.setting("max_new_tokens", "race_max_new", "Max new tokens", cols[3], default=64)
-temperature = ui.setting("temperature", "race_temperature", "Temperature", cols[4])
-repeats = cols[5].number_input("Repeats", step=1, key="race_repeats",
+cols = st.columns(4)
+budget = ui.setting("budget", "race_budget", "Budget", cols[0])
+max_new = ui.setting("max_new_tokens", "race_max_new", "Max new tokens", cols[1], default=64)
+temperature = ui.setting("temperature", "race_temperature", "Temperature", cols[2])
+repeats = cols[3].number_input("Repeats", step=1, key="race_repeats",
                                help=f"Every run, AR included, this many times ({MIN_REPEATS} to {MAX_REPEATS}); "
                                     "measured figures are the median with the range")
 config, problem = ui.build_config(pair, estimator=estimator, budget=budget, max_new_tokens=max_new,
@@ -45,6 +46,8 @@ if temperature and temperature > 0 and "oracle" in selectors:
     st.caption("The oracle is defined for greedy decoding only: it sits out at temperature > 0.")
 profile, _ = ui.machine_profile(pair, config.budget if config else 0)
 model = ui.model_profile(pair)
+model_label = "no profile" if model is None else ui.short_profile_name() + (
+    "" if ui.short_profile_name() == ui.THIS_MACHINE else " (reference)")
 st.caption(f"Modelled speed-ups use the {profile_name(model)}. Measured ones are wall clock on this machine, "
            f"repeated {repeats} times." if model is not None else
            "Measure this machine's latency profile (sidebar) for TAPS's cost mode and the modelled speed-ups.")
@@ -99,7 +102,7 @@ if st.button("Race", key="race_btn", type="primary"):
 result = state.get("race_result")
 if result:
     summary = summarize_runs(result["runs"], model)
-    figure = viz.race_figure(summary, profile_name(model) if model is not None else "no profile")
+    figure = viz.race_figure(summary, model_label)
     ui.chart(figure, "race_chart")
     for note in spread_notes(summary, result["load"]):
         st.warning(note)
@@ -151,7 +154,7 @@ result = state.get("sweep_result")
 if result:
     summary = summarize_runs(result["runs"], model)
     best = best_budgets(summary)
-    figure = viz.sweep_figure(summary, profile_name(model) if model is not None else "no profile", best)
+    figure = viz.sweep_figure(summary, model_label, best)
     ui.chart(figure, "sweep_chart")
     for note in spread_notes(summary, result["load"]):
         st.warning(note)

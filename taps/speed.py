@@ -103,7 +103,9 @@ def profile_name(profile) -> str:
     """A profile's name as every modelled figure shows it: what, where and when it was measured."""
     if profile is None:
         return "no latency profile"
-    return profile.describe()
+    if profile.source in ("measured", "fixed"):
+        return profile.describe()
+    return f"reference latency profile of {profile.pair}, {profile.source}"
 
 
 # ---------------------------------------------------------------------------- step through

@@ -608,7 +608,8 @@ def race_figure(summary: list[dict], profile_label: str = "") -> go.Figure:
     one (right: the median over repeats, the whistles the range), one bar per selector; AR at 1."""
     repeats = max((row["repeats"] for row in summary), default=0)
     fig = make_subplots(rows=1, cols=2, subplot_titles=(
-        "modelled speed-up over AR" + (f"<br><sup>{_escape(profile_label)}</sup>" if profile_label else ""),
+        "modelled speed-up over AR" + (f"<br><sup>on {_escape(profile_label)}'s latency profile</sup>"
+                                       if profile_label else ""),
         f"measured speed-up over AR<br><sup>median of {repeats} repeats, range as whiskers</sup>"))
     labels = [row["label"] for row in summary]
     colors = [SELECTOR_COLORS.get(_selector_of(x), PALETTE["grey"]) for x in labels]
@@ -636,8 +637,8 @@ def sweep_figure(summary: list[dict], profile_label: str = "", best: list[dict] 
     (middle) and the measured tokens/s, median over repeats with the range (right). A best budget
     is starred only where it beat the runner-up by more than the noise (`best`)."""
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=(
-        "τ: tokens per round", "modelled speed-up" + (f"<br><sup>{_escape(profile_label)}</sup>" if profile_label
-                                                       else ""),
+        "τ: tokens per round", "modelled speed-up" + (f"<br><sup>on {_escape(profile_label)}'s profile</sup>"
+                                                       if profile_label else ""),
         "measured tokens/s<br><sup>median, range as whiskers</sup>"))
     ar = [row for row in summary if row["selector"] == "ar"]
     clear = {row["selector"]: row for row in best or [] if row["clear"]}

@@ -134,13 +134,14 @@ def settings_area(label: str = "Prompt and settings"):
     return st.container()
 
 
-def tree_plot(share: float = 1.0) -> Plot:
+def tree_plot(share: float = 1.0, reserve: int = 0) -> Plot:
     """The pixels a tree figure has on this page: the main column's width (times `share` for a
-    figure in a column) and the window's height less what presenter mode or the page keeps above."""
+    figure in a column) and the window's height less what presenter mode or the page keeps above
+    (and `reserve` more for controls drawn above the figure)."""
     size = st.session_state.get("viewport_size", app_widgets.DEFAULT_VIEWPORT)
     on_stage = presenter()
     width = size.get("main") or (size["width"] - (40 if on_stage else SIDEBAR_PX + 80))
-    height = size["height"] - (PRESENTER_CHROME_PX if on_stage else NORMAL_CHROME_PX)
+    height = size["height"] - (PRESENTER_CHROME_PX if on_stage else NORMAL_CHROME_PX) - reserve
     return Plot(width=int(max(480, width * share)), height=int(max(360, height)))
 
 
@@ -210,13 +211,20 @@ def current_pair(stop: bool = True) -> ModelPair | None:
 
 
 # ---------------------------------------------------------------------------- latency profiles
+def profile_limit(pair: ModelPair) -> int:
+    """The largest tree the app measures a profile for: the biggest budget, or what the pair's
+    context can hold."""
+    return min(MAX_BUDGET, max(64, pair.max_context - 2))
+
+
 def machine_profile(pair: ModelPair | None, budget: int = 0):
-    """This machine's saved latency profile for `pair` (never measured here): (profile, why not)."""
+    """This machine's saved latency profile for `pair` (never measured here), covering trees of
+    `budget` nodes as far as the pair can verify them: (profile, why not)."""
     from taps.costs import saved_profile
 
     if pair is None:
         return None, "no model pair is loaded"
-    return saved_profile(pair, max_nodes=budget)
+    return saved_profile(pair, max_nodes=min(budget, profile_limit(pair)))
 
 
 @st.cache_data(show_spinner=False)
@@ -245,7 +253,7 @@ def _measure(pair: ModelPair) -> None:
 
     bar = st.progress(0.0, text="Measuring this machine's latency profile…")
     try:
-        measure_and_save(pair, max_nodes=MAX_BUDGET, progress=lambda share, text: bar.progress(
+        measure_and_save(pair, max_nodes=profile_limit(pair), progress=lambda share, text: bar.progress(
             min(max(share, 0.0), 1.0), text=f"Measuring: {text}"))
     except (RuntimeError, ValueError) as exc:
         st.error(f"Could not measure a latency profile: {exc}")

@@ -203,21 +203,27 @@ def views(record) -> None:
                        disabled=stage == STAGES[-1])
             row.markdown(" → ".join(f"**{STAGE_TITLES[s]}**" if s == stage else STAGE_TITLES[s] for s in STAGES))
             ui.chart(viz.lesson_figure(record, stage, state["step_color_by"], int(state["step_pool_shown"]),
-                                       ui.tree_plot(), shown_prompt, run_config), "step_lesson_chart")
+                                       ui.tree_plot(reserve=64), shown_prompt, run_config), "step_lesson_chart")
             if stage == "select" and ctrl.profile is not None and uses_profile_dict(run_config, record):
                 ui.chart(viz.size_curve_figure(record, ctrl.profile), "step_size_chart",
                          config={"displayModeBar": False})
     with tabs[2]:
         if tabs[2].open:
-            state.setdefault("step_compare_budget", int(record.budget))
-            compare_at = st.number_input("Compare at budget", step=1, key="step_compare_budget",
-                                         help=f"Nodes each ranking picks (1 to {MAX_BUDGET})")
+            state.setdefault("step_compare_budget", max(int(record.verified_nodes), 1))
+            row = st.container(horizontal=True, vertical_alignment="center", gap="small")
+            row.markdown("Compare the two rankings at")
+            compare_at = row.number_input("Compare at budget", step=1, key="step_compare_budget", width=170,
+                                          label_visibility="collapsed",
+                                          help=f"Nodes each ranking picks (1 to {MAX_BUDGET}); it starts at the "
+                                               "nodes the first round you open verified")
+            row.markdown("nodes (this round verified "
+                         f"{record.verified_nodes} of a budget of {record.budget})")
             try:
                 check_value("budget", compare_at)
             except ValueError as exc:
                 st.error(str(exc))
             else:
-                ui.chart(viz.ranking_comparison_figure(record, int(compare_at), plot=ui.tree_plot(),
+                ui.chart(viz.ranking_comparison_figure(record, int(compare_at), plot=ui.tree_plot(reserve=60),
                                                        prompt=shown_prompt), "step_compare_chart")
                 st.caption("Look for: diamonds (only the marginal product keeps them) sitting under an early "
                            "off-mode choice, and squares (only reach keeps them) along the target's path. Verdicts "

@@ -244,6 +244,28 @@ def test_no_saved_profile_is_a_message_not_a_measurement(tiny_pair_dir):
         profile_path(pair).write_text(saved)
 
 
+def test_the_sidebar_measures_a_profile_once_and_sessions_read_it(tiny_pair_dir):
+    from taps.costs import forget_profiles, profile_path
+
+    pair = load_pair_from_source(str(tiny_pair_dir), "auto")
+    saved = profile_path(pair).read_text()
+    profile_path(pair).unlink()
+    forget_profiles()
+    try:
+        at = open_page(STEP)
+        assert any("Not measured yet" in c.value for c in at.sidebar.caption)
+        at.sidebar.button(key="profile_measure_button").click().run()
+        assert not at.exception and any("Measured and saved" in s.value for s in at.sidebar.success)
+        assert any("trees up to 254 nodes" in c.value for c in at.sidebar.caption)
+        step_setup(at, budget=1024).button(key="step_btn_step").click().run()     # covered as far as it can go
+        session = controller(at).session
+        assert not errors(at) and session.profile.source == "measured"
+        assert session.profile.key["pair"] == "tiny-random"
+    finally:
+        profile_path(pair).write_text(saved)
+        forget_profiles()
+
+
 def test_block_size_starts_at_the_drafters_own():
     at = open_page(STEP)
     assert at.number_input(key="step_block_size").value == 8

@@ -222,6 +222,14 @@ def test_presenter_mode_fits_the_tree_and_labels_every_verified_node(server, bro
         assert 0 <= x0 and x1 <= width and 0 <= y0 and y1 <= height, (part, geometry[part], size)
     check_labels(geometry)
     assert page.evaluate(TRUNCATED) == []
+    for tab, title in (("Stage by stage", "of 6"), ("Marginal vs path", "ranked two ways")):
+        page.get_by_role("tab", name=tab).click()
+        chart = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator(".gtitle", has_text=title))
+        chart.first.locator(".xtitle").wait_for()
+        view = chart.first.evaluate(GEOMETRY)
+        for part in ("svg", "title", "legend", "axis"):
+            assert view[part] is None or view[part][3] <= height and view[part][2] <= width, (tab, part, view, size)
+    page.get_by_role("tab", name="Draft tree").click()
     shot = tmp_path / f"step_presenter_{size[0]}x{size[1]}.png"
     page.screenshot(path=str(shot))
     keep_screenshot(shot)

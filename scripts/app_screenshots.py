@@ -1,0 +1,150 @@
+"""Screenshots of every page of the app at 1280x720 (a projector), for the README.
+
+    python scripts/app_screenshots.py [--out assets/screenshots] [--pair PATH]
+
+Starts `streamlit run app.py` on a free loopback port (the shipped pair unless --pair), drives it
+with Playwright through Debian's Chromium, and writes one PNG per view. Measures this machine's
+latency profile through the sidebar first when none is saved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SIZE = {"width": 1280, "height": 720}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start(pair: str | None) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    if pair:
+        env["TAPS_PAIR"] = pair
+    process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless",
+                                "true", "--server.port", str(port), "--server.address", "127.0.0.1",
+                                "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(180):
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2):
+                return process, url
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise SystemExit("streamlit did not start")
+
+
+def scroll_to(page, locator) -> None:
+    locator.first.scroll_into_view_if_needed()
+    locator.first.evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(800)
+
+
+def shoot(url: str, out: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=SIZE)
+        page.set_default_timeout(240_000)
+        expect.set_options(timeout=240_000)
+
+        page.goto(url)
+        page.get_by_text("The loaded model pair").wait_for()
+        measure = page.get_by_role("button", name="Measure latency profile", exact=True)
+        if measure.count():
+            measure.click()
+            page.get_by_text("Measured and saved").wait_for()
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(out / "home.png"))
+
+        page.goto(f"{url}/Step_through")
+        step = page.get_by_role("button", name="Step", exact=True)
+        step.wait_for()
+        for _ in range(4):
+            before = page.locator('[data-testid="stMetricValue"]').first.text_content() \
+                if page.locator('[data-testid="stMetricValue"]').count() else None
+            step.click()
+            if before is not None:
+                expect(page.locator('[data-testid="stMetricValue"]').first).not_to_have_text(before)
+            page.wait_for_timeout(1200)
+        scroll_to(page, page.get_by_role("button", name="Step", exact=True))
+        page.screenshot(path=str(out / "step-through.png"))
+        page.locator('label:has-text("Presenter mode")').first.click()
+        page.wait_for_timeout(3000)
+        page.evaluate("() => document.querySelectorAll('*').forEach(el => { if (el.scrollTop) el.scrollTop = 0; })")
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(out / "step-through-presenter.png"))
+        page.get_by_role("tab", name="Stage by stage").click()
+        page.wait_for_timeout(1500)
+        for _ in range(3):
+            page.get_by_role("button", name="Next stage ▶").click()
+            page.wait_for_timeout(1200)
+        page.screenshot(path=str(out / "stage-by-stage.png"))
+        page.get_by_role("tab", name="Marginal vs path").click()
+        page.wait_for_timeout(2500)
+        page.screenshot(path=str(out / "marginal-vs-path.png"))
+        page.locator('label:has-text("Presenter mode")').first.click()
+        page.wait_for_timeout(2500)
+
+        page.goto(f"{url}/Race_and_sweep")
+        page.get_by_role("button", name="Race", exact=True).click()
+        page.get_by_text("measured speed-up over AR").first.wait_for()
+        page.wait_for_timeout(2000)
+        scroll_to(page, page.locator('[data-testid="stPlotlyChart"]'))
+        page.screenshot(path=str(out / "race-and-sweep.png"))
+
+        page.goto(f"{url}/Failure_cases")
+        limit = page.locator('input[aria-label="Prompts at most"]')
+        limit.fill("3")
+        limit.press("Enter")
+        page.wait_for_timeout(1500)
+        page.get_by_role("button", name="Find failures").click()
+        page.get_by_text("Checked").first.wait_for()
+        page.wait_for_timeout(2500)
+        scroll_to(page, page.get_by_text("Checked"))
+        page.screenshot(path=str(out / "failure-cases.png"))
+
+        page.goto(f"{url}/Learn")
+        page.get_by_text("Expected tokens/round, TAPS").wait_for()
+        page.wait_for_timeout(2000)
+        page.screenshot(path=str(out / "learn.png"))
+        browser.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshots")
+    parser.add_argument("--pair", default=None, help="a pair folder (default: the shipped pair)")
+    args = parser.parse_args()
+    process, url = start(args.pair)
+    try:
+        shoot(url, args.out)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    print(f"screenshots in {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -85,7 +85,7 @@ def shoot(url: str, out: Path) -> None:
             if before is not None:
                 expect(page.locator('[data-testid="stMetricValue"]').first).not_to_have_text(before)
             page.wait_for_timeout(1200)
-        scroll_to(page, page.get_by_role("button", name="Step", exact=True))
+        scroll_to(page, page.locator('[data-testid="stPlotlyChart"]'))
         page.screenshot(path=str(out / "step-through.png"))
         page.locator('label:has-text("Presenter mode")').first.click()
         page.wait_for_timeout(3000)

@@ -29,9 +29,10 @@ def add_pair_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: float32 on CPU, "
                                                   "bfloat16 on CUDA)")
-    p.add_argument("--drafter-precision", default="same", choices=("same", "int8", "bfloat16"),
-                   help="the drafter's inference precision (the target always runs as loaded): same as the "
-                        "pair, int8 (dynamic quantization, CPU) or bfloat16")
+    p.add_argument("--drafter-precision", default="auto", choices=("auto", "same", "int8", "bfloat16"),
+                   help="the drafter's inference precision (the target always runs as loaded): auto (int8 for a "
+                        "float32 pair on the CPU, else same), same as the pair, int8 (dynamic quantization, CPU) "
+                        "or bfloat16")
 
 
 def add_decode_arguments(p: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:

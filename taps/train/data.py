@@ -210,7 +210,8 @@ def _dedup_cached(files: list[CorpusFile], protected: int) -> dict[str, str]:
                                  protected]).encode())
     for f in files:
         h.update(f.rel.encode("utf-8") + b"\0" + hashlib.sha1(f.text.encode("utf-8")).digest())
-    cache = Path(os.environ.get("TAPS_CACHE", Path.home() / ".cache" / "taps")) / "corpus" / f"dedup-{h.hexdigest()}.json"
+    root = Path(os.environ.get("TAPS_CACHE", Path.home() / ".cache" / "taps"))
+    cache = root / "corpus" / f"dedup-{h.hexdigest()}.json"
     if cache.exists():
         return json.loads(cache.read_text())["dropped"]
     t0 = time.time()

@@ -52,7 +52,15 @@ import torch
 from tqdm import tqdm
 
 from . import costs
-from .__main__ import _csv, add_decode_arguments, add_pair_arguments, decode_config, load_from_args, load_profile
+from .__main__ import (
+    _csv,
+    add_decode_arguments,
+    add_pair_arguments,
+    decode_config,
+    load_from_args,
+    load_profile,
+    run_command,
+)
 from .costs import LatencyProfile, profile_path, saved_profile
 from .estimate import ESTIMATORS
 from .metrics import speedup
@@ -566,11 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.budgets or not args.selectors:
         print("error: give at least one budget and one selector", file=sys.stderr)
         return 2
-    try:
-        return run_bench(args)
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_command(run_bench, args)
 
 
 if __name__ == "__main__":

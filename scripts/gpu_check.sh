@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# GPU check, for a machine with an NVIDIA GPU and a CUDA build of torch; about 8 minutes at most.
+# GPU check, for a machine with an NVIDIA GPU and a CUDA build of torch; about 8 minutes at most
+# (about 4 on an H200 with pytest-xdist).
 #   1. the default test suite with CUDA visible (tests that load with device "auto", and the ones
-#      marked for CUDA, run on the GPU)
-#   2. the latency profile of the shipped pair on cuda, bfloat16 (saved where TAPS reads it)
-#   3. a short bench of the shipped pair on cuda, bfloat16: 4 HumanEval prompts, every selector,
-#      budgets 16 and 64, exactly 64 new tokens (--ignore-eos); prints summary.md
+#      marked for CUDA, run on the GPU), in parallel when pytest-xdist is installed
+#   2. the latency profile of the shipped pair on cuda, bfloat16 (saved where sessions read it)
+#   3. a short bench of the shipped pair on cuda, bfloat16: 8 HumanEval prompts, every selector,
+#      budgets 16 and 64, exactly 64 new tokens (--ignore-eos), every configuration warmed up
+#      first; prints summary.md
 # The app's packages (streamlit, plotly, kaleido) need not be there: their tests skip, saying so,
 # and the profile and bench write no plots.
 # Usage: scripts/gpu_check.sh [OUT_DIR]          (default: a new results/gpu_check-<time>/)
@@ -52,10 +54,14 @@ step() {   # step NAME SECONDS COMMAND...
   echo "=== $name: $([ $rc -eq 0 ] && echo ok || echo FAILED) in $((SECONDS - t0))s ==="
 }
 
-step "tests" 270 env TAPS_TEST_DEVICE=cuda "$PYTHON" -m pytest -q -rs
-step "profile" 60 "$PYTHON" -m taps.profile --device cuda --dtype bfloat16 --max-nodes 64 --context 64 \
+# per-step time limits in seconds (tests, profile, bench); GPU_CHECK_LIMITS=200,60,120 for a short lease
+IFS=, read -r limit_tests limit_profile limit_bench <<< "${GPU_CHECK_LIMITS:-270,90,150}"
+parallel=()
+"$PYTHON" -c "import xdist" 2>/dev/null && parallel=(-n 8)
+step "tests" "$limit_tests" env TAPS_TEST_DEVICE=cuda "$PYTHON" -m pytest -q -rs "${parallel[@]}"
+step "profile" "$limit_profile" "$PYTHON" -m taps.profile --device cuda --dtype bfloat16 --max-nodes 128 --context 64 \
   --out "$OUT/profile"
-step "bench" 120 "$PYTHON" -m taps.bench --suite humaneval --limit 4 --selectors ar,dflash,ddtree,taps,oracle \
+step "bench" "$limit_bench" "$PYTHON" -m taps.bench --suite humaneval --limit 8 --selectors ar,dflash,ddtree,taps,oracle \
   --budgets 16,64 --max-new-tokens 64 --ignore-eos --device cuda --dtype bfloat16 --out "$OUT/bench"
 if [ -f "$OUT/bench/summary.md" ]; then
   echo; cat "$OUT/bench/summary.md"

@@ -114,7 +114,7 @@ def main() -> int:
         med, total, tau = stage_table(pair, prompts, args.selector, args.estimator, args.budget, args.rounds, None)
         lines += [f"## {threads} thread{'s' if threads > 1 else ''}", "",
                   "| stage | " + " | ".join(STAGES) + " | round | tau |", "|---|" + "---:|" * (len(STAGES) + 2),
-                  f"| AR (ms) | " + " | ".join(f"{ar[s]:.3f}" for s in STAGES) + f" | {ar_total:.3f} | 1.00 |",
+                  "| AR (ms) | " + " | ".join(f"{ar[s]:.3f}" for s in STAGES) + f" | {ar_total:.3f} | 1.00 |",
                   f"| {run_label(args.selector, args.estimator, args.budget)} (ms) | "
                   + " | ".join(f"{med[s]:.3f}" for s in STAGES) + f" | {total:.3f} | {tau:.2f} |", "",
                   f"Draft stage = {med['draft'] / ar_total:.2f} AR rounds; verify = {med['verify'] / ar_total:.2f} AR "

@@ -29,9 +29,10 @@ def add_pair_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: float32 on CPU, "
                                                   "bfloat16 on CUDA)")
-    p.add_argument("--drafter-precision", default="same", choices=("same", "int8", "bfloat16"),
-                   help="the drafter's inference precision (the target always runs as loaded): same as the "
-                        "pair, int8 (dynamic quantization, CPU) or bfloat16")
+    p.add_argument("--drafter-precision", default="auto", choices=("auto", "same", "int8", "bfloat16"),
+                   help="the drafter's inference precision (the target always runs as loaded): auto (int8 for a "
+                        "float32 pair on the CPU, else same), same as the pair, int8 (dynamic quantization, CPU) "
+                        "or bfloat16")
 
 
 def add_decode_arguments(p: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
@@ -149,13 +150,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run_command(func, args) -> int:
+    """Run a command; a clear one-line error (exit status 2) for bad input instead of a traceback."""
     try:
-        return args.func(args)
+        return func(args)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_command(args.func, args)
 
 
 if __name__ == "__main__":

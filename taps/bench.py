@@ -46,12 +46,21 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm import tqdm
 
 from . import costs
-from .__main__ import _csv, add_decode_arguments, add_pair_arguments, decode_config, load_from_args, load_profile
+from .__main__ import (
+    _csv,
+    add_decode_arguments,
+    add_pair_arguments,
+    decode_config,
+    load_from_args,
+    load_profile,
+    run_command,
+)
 from .costs import LatencyProfile, profile_path, saved_profile
 from .estimate import ESTIMATORS
 from .metrics import speedup
@@ -60,8 +69,8 @@ from .runner import Job, aggregate, format_table, plan_jobs, run_label, run_prom
 from .selectors import SELECTORS
 from .session import uses_profile
 
-SUMMARY_COLUMNS = ["selector", "estimator", "budget", "tau", "tokens_per_s", "speedup_vs_ar", "waste_share",
-                   "select_share", "lossless", "prompts"]
+SUMMARY_COLUMNS = ["selector", "estimator", "budget", "tau", "tokens_per_s", "speedup_vs_ar", "speedup_p25",
+                   "speedup_p75", "waste_share", "select_share", "lossless", "prompts"]
 DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperature", "seed", "block_size",
                           "taps_mode", "ddtree_mode", "top_k", "beam_width", "pool_cap", "ignore_eos", "score_cap",
                           "threads")
@@ -159,6 +168,9 @@ def summarise(rows: list[dict], selectors: list[str]) -> list[dict]:
             ar_time = sum(r["ar_time_s"] for r in items)
             ar_rate = sum(r["ar_new_tokens"] for r in items) / ar_time if ar_time > 0 else 0.0
             entry["speedup_vs_ar"] = speedup(entry["tokens_per_s"], ar_rate)
+            per_prompt = [r["speedup_vs_ar"] for r in items if r.get("speedup_vs_ar") == r.get("speedup_vs_ar")]
+            if per_prompt:
+                entry["speedup_p25"], entry["speedup_p75"] = (float(np.percentile(per_prompt, q)) for q in (25, 75))
     summary.sort(key=lambda r: (selector_rank.get(r["selector"], 99), estimator_rank.get(r["estimator"], 99),
                                 r["budget"]))
     return summary
@@ -192,6 +204,12 @@ def _ratio(run: dict | None, baseline: dict | None) -> float | None:
     if run is None or baseline is None or baseline["tokens_per_s"] <= 0:
         return None
     return run["tokens_per_s"] / baseline["tokens_per_s"]
+
+
+def _iqr(row: dict) -> str:
+    if "speedup_p25" not in row:
+        return "-"
+    return f"{row['speedup_p25']:.2f}-{row['speedup_p75']:.2f}x"
 
 
 def _times(value: float | None) -> str:
@@ -250,14 +268,15 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
         lines.append(f"- Resumed: rows come from {len(meta['run_ids'])} runs ({', '.join(meta['run_ids'])}); "
                      f"each speed-up pairs a run with the AR run of its prompt in the same process")
     lines += ["", "## Results", "",
-              "| selector | estimator | budget | tau | tokens/s | speed-up vs AR | waste | select share | lossless "
-              "| prompts |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+              "| selector | estimator | budget | tau | tokens/s | speed-up vs AR | per-prompt speed-up (IQR) | waste "
+              "| select share | lossless | prompts |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     for r in summary:
         budget = "-" if r["selector"] == "ar" else str(r["budget"])
         estimator = r["estimator"] if r["selector"] == "taps" else "-"
         lines.append(f"| {r['selector']} | {estimator} | {budget} | {r['tau']:.2f} | {r['tokens_per_s']:.1f} | "
-                     f"{r['speedup_vs_ar']:.2f}x | {100 * r['waste_share']:.1f}% | {100 * r['select_share']:.1f}% | "
+                     f"{r['speedup_vs_ar']:.2f}x | {_iqr(r)} | {100 * r['waste_share']:.1f}% | "
+                     f"{100 * r['select_share']:.1f}% | "
                      f"{'yes' if r['lossless'] else 'NO'} | {r['prompts']} |")
     comparison = taps_comparison(summary)
     if comparison:
@@ -272,9 +291,11 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
             ddtree = f"{_times(c['over_ddtree'])} (DDTree@{c['ddtree_budget']})" if c["ddtree_budget"] else "-"
             lines.append(f"| {c['estimator']} | {c['taps_budget']} | {c['taps_tokens_per_s']:.1f} "
                          f"| {c['taps_tau']:.2f} | {dflash} | {ddtree} | {_times(c['equal_budget_over_ddtree'])} |")
-    lines += ["", "All figures were measured in this run. Tokens/s counts the decoding loop (the stage times of "
-              "every round; prefill excluded for every selector alike); speed-ups are ratios of tokens/s on the "
-              "same prompts, device and process. tau = tokens committed per round; waste = share of verified "
+    lines += ["", "All figures were measured in this run, each configuration once per prompt after a warm-up of "
+              "every configuration. Tokens/s counts the whole decoding loop (every round's step() wall clock, the "
+              "round record included; prefill excluded for every selector alike); speed-ups are ratios of tokens/s "
+              "on the same prompts, device and process, and their spread is the interquartile range of the "
+              "per-prompt ratios. tau = tokens committed per round; waste = share of verified "
               "nodes under a rejected prefix; select share = pool + estimate + select time over total. "
               "The oracle knows the target's continuation in hindsight: it bounds what any selector over the "
               "same drafter output can reach.", ""]
@@ -470,7 +491,7 @@ def _sweep(args, group: Group) -> int:
               f"{pair.device}" + (f", {group.world} processes" if group.world > 1 else ""), file=stream)
     new_rows: list[dict] = []
     if mine:
-        warm_up(pair, config)
+        warm_up(pair, config, jobs, profile)
         journal = out / ("rows.jsonl" if group.world == 1 else f"rows.rank{group.rank}.jsonl")
         out.mkdir(parents=True, exist_ok=True)
         progress = tqdm(total=total, unit="run", file=stream, leave=False)
@@ -553,11 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.budgets or not args.selectors:
         print("error: give at least one budget and one selector", file=sys.stderr)
         return 2
-    try:
-        return run_bench(args)
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_command(run_bench, args)
 
 
 if __name__ == "__main__":

@@ -147,13 +147,15 @@ def check_fit(target_config, drafter: DFlashDrafter | None, tokenizer) -> None:
 
 def load_pair(pair: str | Path | None = None, *, target: str | None = None, drafter: str | None = None,
               scorer: str | None = None, device: str = "auto", dtype: torch.dtype | str | None = None,
-              no_drafter: bool = False, drafter_precision: str = "same") -> ModelPair:
+              no_drafter: bool = False, drafter_precision: str = "auto") -> ModelPair:
     """Load a pair folder (or the shipped pair when None), with optional per-part overrides.
-    `drafter_precision`: "same" (the pair's dtype), "int8" (dynamic quantization, CPU float32) or
-    "bfloat16" for the drafter's inference only; the target always runs as loaded."""
+    `drafter_precision`: "same" (the pair's dtype), "int8" (dynamic quantization, CPU float32),
+    "bfloat16", or "auto" (int8 for a float32 pair on the CPU, where it drafts 2-3x faster with the
+    same acceptance; "same" elsewhere), for the drafter's inference only; the target always runs as
+    loaded."""
     from .fast_drafter import PRECISIONS
 
-    if drafter_precision not in PRECISIONS:
+    if drafter_precision not in (*PRECISIONS, "auto"):
         raise PairError(f"unknown drafter precision '{drafter_precision}': choose one of {', '.join(PRECISIONS)}")
     parts: dict = {}
     if pair is not None:
@@ -175,6 +177,8 @@ def load_pair(pair: str | Path | None = None, *, target: str | None = None, draf
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
     dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    if drafter_precision == "auto":
+        drafter_precision = "int8" if dev.type == "cpu" and dtype == torch.float32 else "same"
     if drafter_precision == "int8" and (dev.type != "cpu" or dtype != torch.float32):
         raise PairError("drafter precision int8 needs a float32 pair on the CPU; use 'same' or 'bfloat16'")
     name = parts.get("name") or Path(parts["target"]).name

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from .__main__ import add_pair_arguments, load_from_args
+from .__main__ import add_pair_arguments, load_from_args, run_command
 from .costs import LatencyProfile, measure_and_save, profile_path
 
 
@@ -110,12 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return run_profile(args)
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_command(run_profile, build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

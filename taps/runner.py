@@ -100,13 +100,19 @@ class RunRow:
         return row
 
 
-def warm_up(pair: ModelPair, config: DecodeConfig) -> None:
-    """Run a few rounds of AR and a tree selector so first-call costs stay out of the timings."""
-    for selector in ("ar", "ddtree"):
-        if selector != "ar" and pair.drafter is None:
-            continue
-        DecodeSession(pair, [1, 2, 3, 4], config, selector=selector, estimator="marginal",
-                      max_new_tokens=8, budget=8).run()
+def warm_up(pair: ModelPair, config: DecodeConfig, jobs: list[Job] | None = None,
+            profile: LatencyProfile | None = None) -> None:
+    """A few rounds of AR and of every job (or of DDTree) on a short prompt, so one-off costs (first
+    calls, kernel choices, a GPU's clocks) stay out of the timed runs."""
+    jobs = jobs if jobs is not None else ([Job("ddtree", "marginal", 8)] if pair.drafter is not None else [])
+    for job in [AR_JOB, *jobs]:
+        settings = config.with_run("ar") if job is AR_JOB else config.with_run(job.selector, job.estimator, job.budget)
+        future = list(range(2, 2 + settings.max_new_tokens + 64)) if job.selector == "oracle" else None
+        session = DecodeSession(pair, [1, 2, 3, 4, 5, 6, 7, 8], settings, profile=profile, oracle_tokens=future)
+        for _ in range(4):
+            if session.finished:
+                break
+            session.step()
 
 
 def run_prompt(pair: ModelPair, prompt: dict, jobs: list[Job], config: DecodeConfig,

@@ -117,8 +117,10 @@ def test_bench_writes_rows_and_summary(bench_out):
     with open(bench_out / "summary.csv") as fh:
         reader = csv.DictReader(fh)
         summary = list(reader)
-    assert reader.fieldnames[:8] == ["selector", "estimator", "budget", "tau", "tokens_per_s", "speedup_vs_ar",
-                                     "waste_share", "select_share"]
+    assert reader.fieldnames[:10] == ["selector", "estimator", "budget", "tau", "tokens_per_s", "speedup_vs_ar",
+                                      "speedup_p25", "speedup_p75", "waste_share", "select_share"]
+    ddtree = next(r for r in summary if r["selector"] == "ddtree")
+    assert float(ddtree["speedup_p25"]) <= float(ddtree["speedup_p75"])
     assert len(summary) == RUNS_PER_PROMPT and summary[0]["selector"] == "ar"
     assert {(r["selector"], r["budget"]) for r in summary} >= {("ddtree", "4"), ("taps", "8"), ("oracle", "8")}
     md = (bench_out / "summary.md").read_text()

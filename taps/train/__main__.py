@@ -27,7 +27,8 @@ def _load(stage: str) -> ModuleType:
 
 def build_parser(chosen: str | None) -> argparse.ArgumentParser:
     """Subparsers for every stage; only ``chosen`` (if any) gets its module imported."""
-    parser = argparse.ArgumentParser(prog="python -m taps.train", description="Training stages of the TAPS Studio model pair.")
+    parser = argparse.ArgumentParser(prog="python -m taps.train",
+                                     description="Training stages of the TAPS Studio model pair.")
     sub = parser.add_subparsers(dest="stage", metavar="{" + ",".join(STAGES) + "}", required=True)
     for stage, help_text in STAGES.items():
         sp = sub.add_parser(stage, help=help_text, description=help_text)

@@ -161,45 +161,36 @@ def _read(path: Path) -> str | None:
     return text if text.strip() else None
 
 
-def _stdlib_files() -> tuple[list[CorpusFile], dict[str, str]]:
-    root = stdlib_root()
+def _walk(base: Path, top: Path, excluded, source: str, split, data_filter: bool
+          ) -> tuple[list[CorpusFile], dict[str, str]]:
+    """The usable *.py files under `top`, named relative to `base`, sorted; and those dropped."""
     kept: list[CorpusFile] = []
     dropped: dict[str, str] = {}
-    for path in sorted(root.rglob("*.py"), key=lambda p: p.relative_to(root).as_posix()):
-        rel = path.relative_to(root)
-        if _is_excluded(rel):
-            continue
-        text = _read(path)
-        if text is None:
-            continue
-        rel_s = rel.as_posix()
-        if _contains_prompt(text):
-            dropped[rel_s] = "humaneval"
-            continue
-        kept.append(CorpusFile(rel_s, path, text, "stdlib", split_of(rel_s)))
-    return kept, dropped
-
-
-def _library_files(name: str) -> tuple[list[CorpusFile], dict[str, str]]:
-    pkg = library_root(name)
-    base = pkg.parent
-    kept: list[CorpusFile] = []
-    dropped: dict[str, str] = {}
-    for path in sorted(pkg.rglob("*.py"), key=lambda p: p.relative_to(base).as_posix()):
+    for path in sorted(top.rglob("*.py"), key=lambda p: p.relative_to(base).as_posix()):
         rel = path.relative_to(base)
-        if _is_excluded_lib(rel):
+        if excluded(rel):
             continue
         text = _read(path)
         if text is None:
             continue
         rel_s = rel.as_posix()
-        if _is_data_like(text):
+        if data_filter and _is_data_like(text):
             dropped[rel_s] = "data-like"
         elif _contains_prompt(text):
             dropped[rel_s] = "humaneval"
         else:
-            kept.append(CorpusFile(rel_s, path, text, name, "train"))
+            kept.append(CorpusFile(rel_s, path, text, source, split(rel_s)))
     return kept, dropped
+
+
+def _stdlib_files() -> tuple[list[CorpusFile], dict[str, str]]:
+    root = stdlib_root()
+    return _walk(root, root, _is_excluded, "stdlib", split_of, data_filter=False)
+
+
+def _library_files(name: str) -> tuple[list[CorpusFile], dict[str, str]]:
+    pkg = library_root(name)
+    return _walk(pkg.parent, pkg, _is_excluded_lib, name, lambda rel: "train", data_filter=True)
 
 
 def _dedup_cached(files: list[CorpusFile], protected: int) -> dict[str, str]:
@@ -210,7 +201,8 @@ def _dedup_cached(files: list[CorpusFile], protected: int) -> dict[str, str]:
                                  protected]).encode())
     for f in files:
         h.update(f.rel.encode("utf-8") + b"\0" + hashlib.sha1(f.text.encode("utf-8")).digest())
-    cache = Path(os.environ.get("TAPS_CACHE", Path.home() / ".cache" / "taps")) / "corpus" / f"dedup-{h.hexdigest()}.json"
+    root = Path(os.environ.get("TAPS_CACHE", Path.home() / ".cache" / "taps"))
+    cache = root / "corpus" / f"dedup-{h.hexdigest()}.json"
     if cache.exists():
         return json.loads(cache.read_text())["dropped"]
     t0 = time.time()

@@ -36,8 +36,16 @@ import torch.nn.functional as F  # noqa: E402
 
 from taps.drafter import DFlashDrafter, context_features, drafter_config  # noqa: E402
 from taps.train import data  # noqa: E402
-from taps.train.common import (Checkpointer, Progress, add_config_arguments, apply_arguments,  # noqa: E402
-                               check_loss_dropped, cosine_lr, pick_device, weighted_split)
+from taps.train.common import (  # noqa: E402
+    Checkpointer,
+    Progress,
+    add_config_arguments,
+    apply_arguments,
+    check_loss_dropped,
+    cosine_lr,
+    pick_device,
+    weighted_split,
+)
 
 
 @dataclass

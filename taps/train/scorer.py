@@ -31,12 +31,19 @@ from transformers import DynamicCache  # noqa: E402
 
 from taps.drafter import context_features  # noqa: E402
 from taps.estimate import normalise_siblings, reach_from_edges  # noqa: E402
+from taps.fast_drafter import DraftContext, fast_drafter  # noqa: E402
 from taps.pool import Lattice, candidate_pool  # noqa: E402
 from taps.scorer import ScorerConfig, ScorerTables, TapsScorer, pool_features, scorer_loss  # noqa: E402
-from taps.train.common import (Checkpointer, Progress, add_config_arguments, apply_arguments,  # noqa: E402
-                               check_loss_dropped, cosine_lr)
+from taps.train.common import (  # noqa: E402
+    Checkpointer,
+    Progress,
+    add_config_arguments,
+    apply_arguments,
+    check_loss_dropped,
+    cosine_lr,
+)
 from taps.tree import DraftTree  # noqa: E402
-from taps.verify import target_forward  # noqa: E402
+from taps.verify import target_forward, trim_cache  # noqa: E402
 
 
 @dataclass
@@ -107,20 +114,16 @@ def collect_traces(pair, seqs: np.ndarray, prompt_len: int, count: int, tc: Scor
             target_forward(target, cache, seq[:, cached:p], torch.arange(cached, p, device=device).view(1, -1),
                            None, None)
             cached = p
-            # drafter block at p from the true context
-            dcache = drafter.new_cache()
-            drafter.extend_cache(dcache, features[:, :p])
+            # drafter block at p from the true context, drafted as at run time (the pair's drafter precision)
+            context = DraftContext(fast_drafter(pair), pair.mask_token_id)
+            context.add(features[0, :p])
             depth = min(block - 1, target.config.max_position_embeddings - p - 1)
-            ids = torch.full((1, depth + 1), pair.mask_token_id, device=device)
-            ids[0, 0] = seq[0, p]
-            hidden = drafter.draft_block(dcache, pair.embed(ids))[0, 1:]
-            lattice = Lattice.from_logits(pair.lm_head(hidden), tc.top_k, hidden=hidden.float().cpu())
+            hidden = context.draft(int(seq[0, p]), depth, pair.embed)
+            lattice = Lattice.from_logits(context.logits(hidden), tc.top_k, hidden=hidden.float().cpu())
             pool = candidate_pool(int(seq[0, p]), lattice, tc.top_k, tc.beam_width, tc.pool_cap)
             ids_t, pos, mask = pool.verify_inputs(p, p, pair.dtype, device)
             logits, _ = target_forward(target, cache, ids_t, pos, mask, None)
-            for layer in cache.layers:   # drop the pool from the cache again
-                layer.keys = layer.keys[..., :p, :]
-                layer.values = layer.values[..., :p, :]
+            trim_cache(cache, p)         # drop the pool from the cache again
             probs = torch.softmax(logits.float(), dim=-1)
             parents = torch.as_tensor(pool.parents[1:], device=device)
             children = torch.as_tensor(pool.tokens[1:], device=device)

@@ -49,8 +49,17 @@ import torch  # noqa: E402
 import torch.nn.functional as F
 
 from taps.train import data
-from taps.train.common import (acquire_lock, add_config_arguments, apply_arguments, check_loss_dropped, cosine_lr,
-                               load_checkpoint, release_lock, save_checkpoint, weighted_split)
+from taps.train.common import (
+    acquire_lock,
+    add_config_arguments,
+    apply_arguments,
+    check_loss_dropped,
+    cosine_lr,
+    load_checkpoint,
+    release_lock,
+    save_checkpoint,
+    weighted_split,
+)
 
 
 @dataclass

@@ -1,0 +1,34 @@
+"""Check that two benchmark folders agree on everything the engine decides: per (prompt, selector,
+estimator, budget), the tokens, tau, rounds and verified nodes. Timings may differ; decisions may not.
+
+    python scripts/compare_deterministic.py results/humaneval-cpu-cost results/humaneval-cpu-cost-busy
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+FIELDS = ("token_ids", "tau", "rounds", "verified_nodes", "new_tokens")
+
+
+def rows(folder: str) -> dict[tuple, dict]:
+    out = {}
+    for line in (Path(folder) / "rows.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        out[(r["prompt_id"], r["selector"], r["estimator"], r["budget"])] = r
+    return out
+
+
+def main() -> int:
+    a, b = rows(sys.argv[1]), rows(sys.argv[2])
+    common = sorted(a.keys() & b.keys())
+    differ = [k for k in common if any(a[k][f] != b[k][f] for f in FIELDS)]
+    print(f"{len(common)} rows in both ({len(a)} and {len(b)} in all); {len(differ)} differ in "
+          f"{', '.join(FIELDS)}" + (f": {differ[:5]}" if differ else ""))
+    return 0 if common and not differ else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -218,7 +218,7 @@ def run_json(rounds: list[Round], *, prompt: str, pair_name: str, config: Decode
 
 def rounds_table(rounds: list[Round]) -> pd.DataFrame:
     """One row per round (the page's table and the CSV), numbered from 1 as people count."""
-    return rounds_frame(rounds).assign(round=[r.number for r in rounds])
+    return rounds_frame(rounds)
 
 
 def metrics_csv(rounds: list[Round]) -> str:

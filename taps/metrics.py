@@ -58,10 +58,10 @@ def speedup(run_tokens_per_s: float, baseline_tokens_per_s: float) -> float:
 
 
 def rounds_frame(rounds: list[Round]) -> pd.DataFrame:
-    """One row per round: tau, nodes, waste, and each stage's time in milliseconds."""
+    """One row per round (numbered from 1, as people count): tau, nodes, waste, and each stage's time in ms."""
     rows = []
     for r in rounds:
-        row = {"round": r.index, "selector": r.selector, "estimator": r.estimator, "budget": r.budget,
+        row = {"round": r.number, "selector": r.selector, "estimator": r.estimator, "budget": r.budget,
                "tau": r.tau, "expected_tau": r.expected_tau, "verified_nodes": r.verified_nodes,
                "accepted": len(r.accepted), "waste_nodes": r.waste_nodes,
                "rejected_siblings": r.rejected_siblings, "pool_size": len(r.pool_tokens) - 1,

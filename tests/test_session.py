@@ -44,6 +44,7 @@ def test_frames_and_summary(tiny_pair):
     rounds = s.run()
     frame = rounds_frame(rounds)
     assert len(frame) == len(rounds) and frame["tau"].sum() == 10
+    assert frame["round"].tolist() == list(range(1, len(rounds) + 1))     # counted as people count
     summary = summarize(rounds)
     assert summary.new_tokens == 10 and summary.tokens_per_s > 0
     assert abs(sum(summary.stage_shares.values()) - 1) < 1e-9

@@ -7,9 +7,10 @@
 #
 # timed:          latency profile; HumanEval (first 32 prompts, 128 tokens, budgets 8-64, every
 #                 selector, TAPS sizing trees from the profile) and the app's examples (64 tokens,
-#                 budgets 8-32), each with AR measured alongside in the same process.
+#                 budgets 8-32), each with AR measured alongside in the same process; then DDTree
+#                 sizing its tree from the profile too (--ddtree-mode cost) on both suites.
 # deterministic:  the same HumanEval sweep with --taps-mode reach (equal verification budgets),
-#                 DDTree with --ddtree-mode cost, and the timed HumanEval command run again while a
+#                 and the timed HumanEval command run again while a
 #                 CPU-heavy process runs alongside: its tau and verified nodes must equal the
 #                 idle run's row for row (scripts/compare_deterministic.py checks).
 # PAIR (default: the shipped pair) and OUT (default results) may be set.
@@ -30,12 +31,15 @@ timed)
         > "$OUT/humaneval-$tag-cost.log" 2>&1
     "$PYTHON" -m taps.bench "${examples[@]}" "${everything[@]}" --out "$OUT/examples-$tag-cost" \
         > "$OUT/examples-$tag-cost.log" 2>&1
+    # DDTree sizing its tree from the same profile (its other mode), AR alongside again.
+    "$PYTHON" -m taps.bench "${humaneval[@]}" --selectors ar,ddtree --ddtree-mode cost \
+        --out "$OUT/humaneval-$tag-ddtree-cost" > "$OUT/humaneval-$tag-ddtree-cost.log" 2>&1
+    "$PYTHON" -m taps.bench "${examples[@]}" --selectors ar,ddtree --ddtree-mode cost \
+        --out "$OUT/examples-$tag-ddtree-cost" > "$OUT/examples-$tag-ddtree-cost.log" 2>&1
     ;;
 deterministic)
     "$PYTHON" -m taps.bench "${humaneval[@]}" --selectors ar,ddtree,taps --estimators marginal,online,learned \
         --taps-mode reach --out "$OUT/humaneval-$tag-reach" > "$OUT/humaneval-$tag-reach.log" 2>&1
-    "$PYTHON" -m taps.bench "${humaneval[@]}" --selectors ar,ddtree --ddtree-mode cost \
-        --out "$OUT/humaneval-$tag-ddtree-cost" > "$OUT/humaneval-$tag-ddtree-cost.log" 2>&1
     "$PYTHON" -c "import time
 t = time.time() + 3600
 while time.time() < t: sum(i * i for i in range(10000))" &

@@ -1,0 +1,69 @@
+"""Milliseconds per round, stage by stage, from benchmark folders (their rows.jsonl): the median
+over prompts of each run's mean round, for chosen selector@budget labels, side by side.
+
+    python scripts/stage_table.py before=results/round-cost/before-humaneval after=results/humaneval-cpu-cost \
+        --runs ar,dflash@16,ddtree@16,taps/learned@16
+
+A run's stage times are its time shares times its loop time over its rounds, so the stages add up
+to the round. The draft stage is also given as a multiple of the same folder's AR step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+STAGES = ("draft", "pool", "estimate", "select", "verify", "commit")
+
+
+def label(row: dict) -> str:
+    if row["selector"] == "ar":
+        return "ar"
+    name = f"taps/{row['estimator']}" if row["selector"] == "taps" else row["selector"]
+    return f"{name}@{row['budget']}"
+
+
+def per_round(folder: Path) -> dict[str, dict[str, float]]:
+    """label -> {stage: median ms per round, 'round': ..., 'tau': tokens per round over all}."""
+    runs: dict[str, list[dict]] = {}
+    for line in (folder / "rows.jsonl").read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            runs.setdefault(label(row), []).append(row)
+    table = {}
+    for name, rows in runs.items():
+        entry = {}
+        for stage in STAGES:
+            entry[stage] = 1000 * statistics.median(
+                r["time_s"] * r.get(f"{stage}_time_share", 0.0) / r["rounds"] for r in rows)
+        entry["round"] = 1000 * statistics.median(r["time_s"] / r["rounds"] for r in rows)
+        entry["tau"] = sum(r["new_tokens"] for r in rows) / sum(r["rounds"] for r in rows)
+        table[name] = entry
+    return table
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folders", nargs="+", help="NAME=FOLDER (a benchmark output folder)")
+    ap.add_argument("--runs", default="ar,dflash@16,ddtree@16,taps/learned@16")
+    args = ap.parse_args()
+    tables = {}
+    for item in args.folders:
+        name, _, folder = item.partition("=")
+        tables[name] = per_round(Path(folder))
+    print("| run | side | " + " | ".join(STAGES) + " | round | draft / AR step | tau |")
+    print("|---|---|" + "---:|" * (len(STAGES) + 3))
+    for run in args.runs.split(","):
+        for side, table in tables.items():
+            if run not in table:
+                continue
+            e, ar = table[run], table.get("ar", {}).get("round")
+            ratio = f"{e['draft'] / ar:.2f}" if ar and run != "ar" else "-"
+            cells = " | ".join(f"{e[s]:.2f}" for s in STAGES)
+            print(f"| {run} | {side} | {cells} | {e['round']:.2f} | {ratio} | {e['tau']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -37,6 +37,7 @@ class ModelPair:
     dtype: torch.dtype
     fingerprint: str = ""            # sha1 of the files the pair was loaded from (keys latency profiles)
     drafter_precision: str = "same"  # the drafter's inference precision: "same" as the target, or "int8"
+    _texts: dict = field(default_factory=dict, repr=False, compare=False)   # token id -> its text
 
     @property
     def feature_layers(self) -> list[int] | None:
@@ -65,6 +66,32 @@ class ModelPair:
 
     def lm_head(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.target.get_output_embeddings()(hidden)
+
+    def encode_prompt(self, prompt: str | list[int]) -> list[int]:
+        """A prompt's token ids, or a ValueError that says what to change (empty, too long, bad ids)."""
+        if isinstance(prompt, str):
+            if not prompt.strip():
+                raise ValueError("the prompt is empty: type some text to continue")
+            ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+        else:
+            ids = [int(t) for t in prompt]
+        if not ids:
+            raise ValueError("the prompt is empty: type some text to continue")
+        limit = self.max_context - 2
+        if len(ids) > limit:
+            raise ValueError(f"the prompt is {len(ids)} tokens, longer than the model's context allows "
+                             f"({limit} tokens); shorten it")
+        vocab = self.target.config.vocab_size
+        if min(ids) < 0 or max(ids) >= vocab:
+            raise ValueError(f"prompt token ids must lie in 0..{vocab - 1}")
+        return ids
+
+    def token_texts(self, tokens) -> list[str]:
+        """Each token's text on its own, decoded once per pair."""
+        missing = sorted({int(t) for t in tokens} - self._texts.keys())
+        if missing:
+            self._texts.update(zip(missing, self.tokenizer.batch_decode([[t] for t in missing])))
+        return [self._texts[int(t)] for t in tokens]
 
     def describe(self) -> dict:
         def count(m):

@@ -27,8 +27,9 @@ from .pool import Lattice
 from .record import STAGES, Round, build_round
 from .reference import greedy_continuation, sample_continuation
 from .selectors import RoundContext, make_selector
+from .stopping import apply_stop_rules
 from .timing import StageTimer
-from .verify import HeadRows, compact_cache, edge_feedback, target_body, trim_cache, walk
+from .verify import HeadRows, compact_cache, edge_feedback, prefill, target_body, trim_cache, walk
 
 __all__ = ["DecodeConfig", "DecodeSession", "Round", "STAGES", "greedy_continuation", "sample_continuation"]
 
@@ -49,32 +50,13 @@ class DecodeSession:
         self.config = replace(config or DecodeConfig(), **overrides)
         self.config.validate(pair)
         self._oracle_tokens = oracle_tokens
-        self._texts: dict[int, str] = {}
-        self._start(self._encode(prompt))
-
-    def _encode(self, prompt: str | list[int]) -> list[int]:
-        if isinstance(prompt, str):
-            if not prompt.strip():
-                raise ValueError("the prompt is empty: type some text to continue")
-            ids = self.pair.tokenizer.encode(prompt, add_special_tokens=False)
-        else:
-            ids = [int(t) for t in prompt]
-        if not ids:
-            raise ValueError("the prompt is empty: type some text to continue")
-        limit = self.pair.max_context - 2
-        if len(ids) > limit:
-            raise ValueError(f"the prompt is {len(ids)} tokens, longer than the model's context allows "
-                             f"({limit} tokens); shorten it")
-        vocab = self.pair.target.config.vocab_size
-        if min(ids) < 0 or max(ids) >= vocab:
-            raise ValueError(f"prompt token ids must lie in 0..{vocab - 1}")
-        return ids
+        self._start(pair.encode_prompt(prompt))
 
     def reset(self, prompt: str | list[int] | None = None, **overrides) -> None:
         """Start again, optionally with a new prompt or settings; on bad input nothing changes."""
         config = replace(self.config, **overrides)
         config.validate(self.pair)
-        ids = self._encode(prompt) if prompt is not None else self.prompt_ids
+        ids = self.pair.encode_prompt(prompt) if prompt is not None else self.prompt_ids
         if prompt is not None and ids != self.prompt_ids:
             self._oracle_tokens = None
         self.config = config
@@ -99,13 +81,10 @@ class DecodeSession:
                               if self.selector.needs_drafter else None)
         timer = StageTimer(pair.device)
         with timer("verify"):                       # prefill: timed apart from the rounds
-            if len(prompt_ids) > 1:
-                ids = torch.tensor([prompt_ids[:-1]], device=pair.device)
-                pos = torch.arange(ids.shape[1], device=pair.device).view(1, -1)
-                layers = pair.feature_layers if self.draft_context else None
-                _, features = target_body(pair.target, self.cache, ids, pos, None, layers)
-                if self.draft_context is not None:
-                    self.draft_context.add(features)
+            features = prefill(pair.target, self.cache, prompt_ids,
+                               pair.feature_layers if self.draft_context else None)
+            if features is not None:
+                self.draft_context.add(features)
         self.prefill_s = timer.seconds["verify"]
 
     @property
@@ -153,7 +132,11 @@ class DecodeSession:
             compact_cache(self.cache, start, keep)
             if self.draft_context is not None:
                 self.draft_context.add(features[keep])
-            committed = self._truncate([int(tree.tokens[i]) for i in result.accepted] + [result.bonus_token])
+            committed, reason = apply_stop_rules(
+                [int(tree.tokens[i]) for i in result.accepted] + [result.bonus_token], cfg,
+                generated=len(self.generated), total=len(self.tokens), eos_ids=pair.eos_token_ids,
+                max_context=pair.max_context)
+            self.finished, self.stop_reason = reason is not None, reason
             self.tokens.extend(committed)
             if self.estimator is not None and self.estimator.learns:
                 self.estimator.observe(pool, edge_feedback(pool, selected, head, cfg.temperature))
@@ -161,7 +144,7 @@ class DecodeSession:
                                  accepted_rows=result.accepted, child_prob=result.child_prob,
                                  bonus_token=result.bonus_token, committed=committed, start=start,
                                  timings={}, finished=self.finished, stop_reason=self.stop_reason,
-                                 texts=self._token_texts)
+                                 texts=pair.token_texts)
         record.timings = dict(timer.seconds)         # the whole step, the record included
         self.rounds.append(record)
         return record
@@ -181,31 +164,6 @@ class DecodeSession:
             trim_cache(self.cache, start)
             raise RuntimeError(f"the GPU ran out of memory verifying {tree.size} nodes; lower the budget "
                                f"(the session is unchanged and can continue)") from exc
-
-    def _truncate(self, committed: list[int]) -> list[int]:
-        """Apply end-of-text, max_new_tokens and context limits; mark the session finished."""
-        cfg = self.config
-        if cfg.stop_at_eos:
-            for i, token in enumerate(committed):
-                if token in self.pair.eos_token_ids:
-                    committed = committed[: i + 1]
-                    self.finished, self.stop_reason = True, "end of text"
-                    break
-        left = cfg.max_new_tokens - len(self.generated)
-        if len(committed) >= left:
-            committed = committed[:left]
-            self.finished, self.stop_reason = True, self.stop_reason or "max new tokens"
-        if len(self.tokens) + len(committed) >= self.pair.max_context:
-            committed = committed[: max(self.pair.max_context - len(self.tokens), 0)]
-            self.finished, self.stop_reason = True, self.stop_reason or "context length"
-        return committed
-
-    def _token_texts(self, tokens) -> list[str]:
-        """Each token's text on its own, decoded once per session."""
-        missing = sorted({int(t) for t in tokens} - self._texts.keys())
-        if missing:
-            self._texts.update(zip(missing, self.pair.tokenizer.batch_decode([[t] for t in missing])))
-        return [self._texts[int(t)] for t in tokens]
 
     def run(self, callback=None) -> list[Round]:
         """Step until finished; `callback(round)` after each round (progress bars, live counters)."""

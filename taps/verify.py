@@ -67,6 +67,17 @@ def target_body(target, cache: DynamicCache, input_ids: torch.Tensor, position_i
     return out.last_hidden_state[0], features
 
 
+def prefill(target, cache: DynamicCache, prompt_ids: list[int], feature_layers: list[int] | None):
+    """Fill the cache with every prompt token but the last (the first round's root); returns the
+    context features of those tokens (or None)."""
+    if len(prompt_ids) < 2:
+        return None
+    device = target.get_input_embeddings().weight.device
+    ids = torch.tensor([prompt_ids[:-1]], device=device)
+    pos = torch.arange(ids.shape[1], device=device).view(1, -1)
+    return target_body(target, cache, ids, pos, None, feature_layers)[1]
+
+
 class HeadRows:
     """The target's logits of a verified tree, row by row as the round needs them (the lm_head is
     a fifth of a small target's verify arithmetic; a round needs the rows of the tree's inner nodes

@@ -40,8 +40,7 @@ def normalise_siblings(parents: np.ndarray, edge_q: np.ndarray) -> np.ndarray:
     """Scale each parent's children down so that their q sum to at most 1."""
     q = np.clip(edge_q, 0.0, 1.0)
     q[0] = 1.0
-    sums = np.zeros(len(parents))
-    np.add.at(sums, parents[1:], q[1:])
+    sums = np.bincount(parents[1:], weights=q[1:], minlength=len(parents))
     scale = np.where(sums > 1.0, 1.0 / np.maximum(sums, 1e-12), 1.0)
     q[1:] *= scale[parents[1:]]
     return q

@@ -8,6 +8,7 @@ depth, keeping the best W children per depth, up to a pool cap: a prefix-closed 
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,37 +91,38 @@ def candidate_pool(root_token: int, lattice: Lattice, top_k: int = 64, beam_widt
     return tree_from_nodes(root_token, nodes, lattice)
 
 
+def ddtree_nodes(lattice: Lattice, budget: int, width: int | None = None, frontier: bool = True
+                 ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+    """DDTree's best-first heap over path log-prob: the `budget` best nodes among the lattice's
+    first `width` (default `budget`) ranks, in the order popped (parents before children).
+    Returns (chosen nodes, frontier best first, or [] if not asked) as (parent, depth, rank)."""
+    k = min(budget if width is None else width, lattice.width)
+    logprobs = lattice.logprobs[:, :k].tolist()          # Python floats: the heap runs on them
+    chosen: list[tuple[int, int, int]] = []
+    if budget <= 0 or k <= 0 or lattice.depth == 0:
+        return chosen, []
+    path_lp = [0.0]
+    heap = [(-logprobs[0][0], 0, 0, 1, 0)]   # (-score, tie, parent, depth, rank)
+    tie = 1
+    while heap and len(chosen) < budget:
+        neg, _, parent, depth, rank = heapq.heappop(heap)
+        chosen.append((parent, depth, rank))
+        index = len(chosen)
+        path_lp.append(-neg)
+        if rank + 1 < k:   # next sibling
+            heapq.heappush(heap, (-(path_lp[parent] + logprobs[depth - 1][rank + 1]), tie, parent, depth, rank + 1))
+            tie += 1
+        if depth < lattice.depth:   # first child
+            heapq.heappush(heap, (neg - logprobs[depth][0], tie, index, depth + 1, 0))
+            tie += 1
+    if not frontier:
+        return chosen, []
+    return chosen, [(parent, depth, rank) for _, _, parent, depth, rank in sorted(heap)]
+
+
 def top_paths(root_token: int, lattice: Lattice, count: int, top_k: int = 64) -> DraftTree:
-    """The `count` draft nodes of highest marginal path score (DDTree's score) in the top-K lattice,
-    as a prefix-closed DraftTree (a path's score never rises as it grows, so the best `count` nodes
-    are prefix-closed). Depth by depth, children scoring below the best-`count` score found so far
-    are dropped with their subtrees: they can never enter the top `count`."""
-    k = min(top_k, lattice.width, max(count, 1))
-    beam_index = np.array([0])
-    beam_score = np.array([0.0])
-    levels, scores = [], []
-    size, threshold = 0, -np.inf
-    for depth in range(1, lattice.depth + 1):
-        flat = (beam_score[:, None] + lattice.logprobs[depth - 1, :k][None, :]).ravel()
-        keep = min(count, flat.size)
-        best = np.argpartition(-flat, keep - 1)[:keep] if keep < flat.size else np.arange(flat.size)
-        best = np.sort(best[flat[best] >= threshold])
-        if best.size == 0:
-            break
-        parent_slot, rank = np.divmod(best, k)
-        levels.append((beam_index[parent_slot], rank, depth))
-        beam_index = size + 1 + np.arange(best.size)
-        beam_score = flat[best]
-        scores.append(beam_score)
-        size += best.size
-        if size >= count:
-            threshold = np.partition(np.concatenate(scores), size - count)[size - count]
-    if not levels:
-        return tree_from_nodes(root_token, [], lattice)
-    nodes = np.concatenate([np.stack([parent, np.full(len(rank), depth), rank], axis=1)
-                            for parent, rank, depth in levels])
-    pool = tree_from_nodes(root_token, nodes, lattice)
-    if pool.size <= count:
-        return pool
-    order = np.lexsort((np.arange(1, len(pool.tokens)), -pool.path_logprob[1:])) + 1
-    return pool.subtree(np.concatenate([[0], order[:count]]))
+    """The `count` draft nodes of highest marginal path score (DDTree's score) among the lattice's
+    top `top_k` ranks, as a prefix-closed DraftTree (a path's score never rises as it grows, so the
+    best `count` nodes are prefix-closed): DDTree's heap run to `count` nodes."""
+    chosen, _ = ddtree_nodes(lattice, count, width=min(top_k, max(count, 1)), frontier=False)
+    return tree_from_nodes(root_token, chosen, lattice)

@@ -76,7 +76,10 @@ def pool_features(pool: DraftTree, lattice: Lattice) -> PoolFeatures:
     cum = pool.path_logprob[child]
     scal = np.stack([pool.marginal_logprob[child], lattice.entropy[pos], lattice.margin[pos],
                      lattice.topk_mass[pos], depth / horizon, cum, cum / np.maximum(depth, 1)], axis=1)
-    parents, group = np.unique(parent, return_inverse=True)
+    is_parent = np.zeros(len(pool.tokens), dtype=bool)
+    is_parent[parent] = True
+    parents = np.flatnonzero(is_parent)              # sorted, as np.unique would give
+    group = (np.cumsum(is_parent) - 1)[parent]
     ppos = pool.depths[parents]                  # children of a parent at depth p sit on lattice row p
     n_children = np.bincount(group, minlength=len(parents))
     other = np.stack([lattice.entropy[ppos], lattice.margin[ppos], lattice.topk_mass[ppos],
@@ -220,12 +223,11 @@ class ScorerTables:
             return np.ones(1)
         f = pool_features(pool, lattice)
         edge, other = self.edge_logits(f, self.depth_rows(hidden_array(lattice)))
-        edge, other = edge.astype(np.float64), other.astype(np.float64)
-        group_max = other.copy()
-        np.maximum.at(group_max, f.edge_group, edge)
-        edge_exp = np.exp(edge - group_max[f.edge_group])
-        total = np.exp(other - group_max)
-        np.add.at(total, f.edge_group, edge_exp)
+        # a softmax per parent over its children and "other"; the logits of this small MLP stay
+        # far from exp's float64 range, so no per-group maximum is subtracted (clipped to be sure)
+        edge_exp = np.exp(np.clip(edge.astype(np.float64), -700.0, 700.0))
+        total = np.exp(np.clip(other.astype(np.float64), -700.0, 700.0))
+        total += np.bincount(f.edge_group, weights=edge_exp, minlength=len(total))
         return np.concatenate([[1.0], edge_exp / total[f.edge_group]])
 
 

@@ -18,7 +18,6 @@ Every selector works in three steps, which the session times as the stages of th
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +25,7 @@ import numpy as np
 from .config import SELECTORS, TAPS_MODES, DecodeConfig, run_label
 from .costs import LatencyProfile
 from .estimate import Estimator
-from .pool import Lattice, candidate_pool, top_paths, tree_from_nodes
+from .pool import Lattice, candidate_pool, ddtree_nodes, top_paths, tree_from_nodes
 from .tree import DraftTree
 
 __all__ = ["SELECTORS", "TAPS_MODES", "RoundContext", "Selector", "make_selector", "top_by_reach",
@@ -72,30 +71,6 @@ class DFlashSelector(Selector):
     def pool(self, root_token, lattice, cfg, ctx):
         length = min(cfg.budget, lattice.depth)
         return tree_from_nodes(root_token, [(d - 1, d, 0) for d in range(1, length + 1)], lattice)
-
-
-def ddtree_nodes(lattice: Lattice, budget: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
-    """Best-first over path log-prob. Returns (chosen nodes, frontier) as (parent, depth, rank)."""
-    k = min(budget, lattice.width)
-    chosen: list[tuple[int, int, int]] = []
-    path_lp = [0.0]
-    heap = [(-lattice.logprobs[0, 0], 0, 0, 1, 0)]   # (-score, tie, parent, depth, rank)
-    tie = 1
-    while heap and len(chosen) < budget:
-        neg, _, parent, depth, rank = heapq.heappop(heap)
-        chosen.append((parent, depth, rank))
-        index = len(chosen)
-        path_lp.append(-neg)
-        if rank + 1 < k:   # next sibling
-            score = path_lp[parent] + lattice.logprobs[depth - 1, rank + 1]
-            heapq.heappush(heap, (-score, tie, parent, depth, rank + 1))
-            tie += 1
-        if depth < lattice.depth:   # first child
-            score = -neg + lattice.logprobs[depth, 0]
-            heapq.heappush(heap, (-score, tie, index, depth + 1, 0))
-            tie += 1
-    frontier = [(parent, depth, rank) for _, _, parent, depth, rank in sorted(heap)]
-    return chosen, frontier
 
 
 class DDTreeSelector(Selector):

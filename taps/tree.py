@@ -8,15 +8,26 @@ the whole cached context, its ancestors and itself.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+_PYTHON_OPS = {np.add: operator.add, np.multiply: operator.mul, np.logical_and: operator.and_}
+
 
 def accumulate_down(parents: np.ndarray, depths: np.ndarray, values: np.ndarray, combine=np.add) -> np.ndarray:
-    """out[v] = combine(out[parent(v)], values[v]) from the root down, one depth level at a time
-    (out[root] = values[root]); e.g. path sums with np.add, path products with np.multiply."""
+    """out[v] = combine(out[parent(v)], values[v]) from the root down (out[root] = values[root]);
+    e.g. path sums with np.add, path products with np.multiply. Nodes are in topological order
+    (a parent's index is below its children's), so a small tree is one pass over Python numbers
+    (a round's pool: a few dozen nodes, where per-call numpy overhead would dominate); a large
+    one goes a depth level at a time. Both give the same float64 results."""
+    if len(values) <= 512 and combine in _PYTHON_OPS:
+        op, out, up = _PYTHON_OPS[combine], values.tolist(), parents.tolist()
+        for v in range(1, len(out)):
+            out[v] = op(out[up[v]], out[v])
+        return np.array(out, dtype=values.dtype)
     out = values.copy()
     for depth in range(1, int(depths.max(initial=0)) + 1):
         level = np.flatnonzero(depths == depth)

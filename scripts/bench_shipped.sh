@@ -38,6 +38,9 @@ timed)
         --out "$OUT/examples-$tag-ddtree-cost" > "$OUT/examples-$tag-ddtree-cost.log" 2>&1
     ;;
 deterministic)
+    # On a busy machine OpenMP workers that spin-wait for a descheduled partner make every torch
+    # call crawl; waiting passively keeps these runs to minutes and changes no decision.
+    export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
     "$PYTHON" -m taps.bench "${humaneval[@]}" --selectors ar,ddtree,taps --estimators marginal,online,learned \
         --taps-mode reach --out "$OUT/humaneval-$tag-reach" > "$OUT/humaneval-$tag-reach.log" 2>&1
     "$PYTHON" -c "import time

@@ -10,23 +10,20 @@ Writes `<out>/round_profile.md` (and prints it).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import torch  # noqa: E402
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from taps import DecodeSession, load_pair  # noqa: E402
-from taps.config import run_label  # noqa: E402
-from taps.pool import Lattice  # noqa: E402
-from taps.prompts import example_prompts  # noqa: E402
-from taps.record import STAGES  # noqa: E402
+from taps import DecodeSession, load_pair
+from taps.config import run_label
+from taps.pool import Lattice
+from taps.prompts import example_prompts
+from taps.record import STAGES
 
 
 def stage_table(pair, prompts, selector, estimator, budget, rounds, profile):

@@ -94,3 +94,19 @@ def test_select_share_counts_pool_estimate_and_select(tiny_pair):
     row = rows[-1].as_dict()
     parts = row["pool_time_share"] + row["estimate_time_share"] + row["select_time_share"]
     assert abs(row["select_share"] - parts) < 1e-9 and row["pool_time_share"] > 0
+
+
+def test_stop_rules_cut_at_eos_then_length_then_context():
+    from taps.config import DecodeConfig
+    from taps.stopping import apply_stop_rules
+
+    cfg = DecodeConfig(max_new_tokens=10, stop_at_eos=True)
+    kept, why = apply_stop_rules([5, 0, 7], cfg, generated=2, total=20, eos_ids={0}, max_context=100)
+    assert (kept, why) == ([5, 0], "end of text")
+    kept, why = apply_stop_rules([5, 6, 7], cfg, generated=8, total=20, eos_ids={0}, max_context=100)
+    assert (kept, why) == ([5, 6], "max new tokens")
+    kept, why = apply_stop_rules([5, 6, 7], cfg, generated=0, total=98, eos_ids={0}, max_context=100)
+    assert (kept, why) == ([5, 6], "context length")
+    kept, why = apply_stop_rules([5, 0, 7], DecodeConfig(max_new_tokens=10, stop_at_eos=False), generated=0,
+                                 total=20, eos_ids={0}, max_context=100)
+    assert (kept, why) == ([5, 0, 7], None)

@@ -68,23 +68,21 @@ class PoolFeatures:
 
 
 def pool_features(pool: DraftTree, lattice: Lattice) -> PoolFeatures:
-    child = np.arange(1, len(pool.tokens))
-    parent = pool.parents[child]
-    depth = pool.depths[child]
+    parent = pool.parents[1:]
+    depth = pool.depths[1:]
     pos = depth - 1
     horizon = lattice.depth
-    cum = pool.path_logprob[child]
-    scal = np.stack([pool.marginal_logprob[child], lattice.entropy[pos], lattice.margin[pos],
-                     lattice.topk_mass[pos], depth / horizon, cum, cum / np.maximum(depth, 1)], axis=1)
+    cum = pool.path_logprob[1:]
+    stats = np.stack([lattice.entropy, lattice.margin, lattice.topk_mass], axis=1)       # [H, 3] per depth
+    scal = np.column_stack([pool.marginal_logprob[1:], stats[pos], depth / horizon, cum, cum / np.maximum(depth, 1)])
     is_parent = np.zeros(len(pool.tokens), dtype=bool)
     is_parent[parent] = True
     parents = np.flatnonzero(is_parent)              # sorted, as np.unique would give
     group = (np.cumsum(is_parent) - 1)[parent]
     ppos = pool.depths[parents]                  # children of a parent at depth p sit on lattice row p
     n_children = np.bincount(group, minlength=len(parents))
-    other = np.stack([lattice.entropy[ppos], lattice.margin[ppos], lattice.topk_mass[ppos],
-                      (ppos + 1) / horizon, pool.path_logprob[parents], np.log(n_children)], axis=1)
-    return PoolFeatures(child_tokens=pool.tokens[child], parent_tokens=pool.tokens[parent], depth_index=pos,
+    other = np.column_stack([stats[ppos], (ppos + 1) / horizon, pool.path_logprob[parents], np.log(n_children)])
+    return PoolFeatures(child_tokens=pool.tokens[1:], parent_tokens=pool.tokens[parent], depth_index=pos,
                         parent_ids=parent, edge_scalars=scal, parents=parents, parent_tokens_p=pool.tokens[parents],
                         parent_depth_index=ppos, other_scalars=other, edge_group=group)
 

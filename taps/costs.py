@@ -222,7 +222,7 @@ def measure_verify(pair, sizes: list[int], context_length: int, repeats: int,
     from transformers import DynamicCache
 
     from .tree import DraftTree
-    from .verify import target_body, target_forward, trim_cache
+    from .verify import target_body, trim_cache
 
     device = torch.device(pair.device)
     vocab = pair.target.config.vocab_size
@@ -230,8 +230,8 @@ def measure_verify(pair, sizes: list[int], context_length: int, repeats: int,
     cache = DynamicCache(config=pair.target.config)
     if context_length:
         context = torch.randint(0, vocab, (1, context_length), generator=gen).to(device)
-        target_forward(pair.target, cache, context, torch.arange(context_length, device=device).view(1, -1),
-                       None, None)
+        target_body(pair.target, cache, context, torch.arange(context_length, device=device).view(1, -1),
+                    None, None)
     layers = pair.feature_layers
     head = pair.target.get_output_embeddings()
     runs = []
@@ -263,24 +263,23 @@ def measure_verify(pair, sizes: list[int], context_length: int, repeats: int,
 
 @torch.inference_mode()
 def measure_draft(pair, context_length: int, repeats: int) -> float:
-    """Median seconds of one drafter pass (block of the drafter's size, lattice logits)."""
+    """Median seconds of one drafter pass as a round runs it (the fused drafter at the pair's
+    drafter precision: embedding, layers over the block, lm_head), after `context_length` positions."""
     if pair.drafter is None:
         return 0.0
-    device = torch.device(pair.device)
+    from .fast_drafter import DraftContext, fast_drafter
+
     gen = torch.Generator().manual_seed(1)
-    layers = pair.feature_layers
-    feats = torch.randn(1, context_length, len(layers) * pair.target.config.hidden_size,
-                        generator=gen).to(device=device, dtype=pair.dtype)
-    dcache = pair.drafter.new_cache()
-    pair.drafter.extend_cache(dcache, feats)
-    block_ids = torch.full((1, pair.drafter.block_size), pair.mask_token_id, device=device)
+    feats = torch.randn(context_length, len(pair.feature_layers) * pair.target.config.hidden_size,
+                        generator=gen).to(device=pair.device, dtype=pair.dtype)
+    context = DraftContext(fast_drafter(pair), pair.mask_token_id)
+    context.add(feats)
 
     def draft():
-        hidden = pair.drafter.draft_block(dcache, pair.embed(block_ids))
-        pair.lm_head(hidden[:, 1:])
+        context.logits(context.draft(0, pair.drafter.block_size - 1, pair.embed))
 
-    draft()
-    timed = _clock(device)
+    draft()   # warm-up (projects the context once)
+    timed = _clock(torch.device(pair.device))
     return float(np.median([timed(draft) for _ in range(repeats)]))
 
 

@@ -46,13 +46,10 @@ def choose_token(logits: torch.Tensor, temperature: float, seed: int, position: 
 
 def target_forward(target, cache: DynamicCache, input_ids: torch.Tensor, position_ids: torch.Tensor,
                    attention_mask: torch.Tensor | None, feature_layers: list[int] | None):
-    """Run the target with its cache; returns logits [n, V] and context features [n, F] (or None)."""
-    out = target(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-                 cache=cache, use_cache=True, output_hidden_states=feature_layers is not None)
-    features = None
-    if feature_layers is not None:
-        features = context_features(out.hidden_states, feature_layers)[0]
-    return out.logits[0], features
+    """Run the target with its cache; returns logits [n, V] of every row and context features
+    [n, F] (or None): `target_body` and the lm_head over all of it."""
+    hidden, features = target_body(target, cache, input_ids, position_ids, attention_mask, feature_layers)
+    return target.get_output_embeddings()(hidden), features
 
 
 def target_body(target, cache: DynamicCache, input_ids: torch.Tensor, position_ids: torch.Tensor,

@@ -43,7 +43,7 @@ from taps.train.common import (  # noqa: E402
     cosine_lr,
 )
 from taps.tree import DraftTree  # noqa: E402
-from taps.verify import target_forward, trim_cache  # noqa: E402
+from taps.verify import target_body, target_forward, trim_cache  # noqa: E402
 
 
 @dataclass
@@ -111,8 +111,8 @@ def collect_traces(pair, seqs: np.ndarray, prompt_len: int, count: int, tc: Scor
         for p in anchors:
             p = int(p)
             # target cache over seq[:p]
-            target_forward(target, cache, seq[:, cached:p], torch.arange(cached, p, device=device).view(1, -1),
-                           None, None)
+            target_body(target, cache, seq[:, cached:p], torch.arange(cached, p, device=device).view(1, -1),
+                        None, None)
             cached = p
             # drafter block at p from the true context, drafted as at run time (the pair's drafter precision)
             context = DraftContext(fast_drafter(pair), pair.mask_token_id)

@@ -13,16 +13,17 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 
-STAGES = ("draft", "pool", "estimate", "select", "verify", "commit")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from taps.config import run_label  # noqa: E402
+from taps.record import STAGES  # noqa: E402
 
 
 def label(row: dict) -> str:
-    if row["selector"] == "ar":
-        return "ar"
-    name = f"taps/{row['estimator']}" if row["selector"] == "taps" else row["selector"]
-    return f"{name}@{row['budget']}"
+    return run_label(row["selector"], row["estimator"], row["budget"])
 
 
 def per_round(folder: Path) -> dict[str, dict[str, float]]:

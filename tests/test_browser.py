@@ -137,6 +137,9 @@ def step(page, times: int = 1) -> None:
 
     tokens, title = metric(page, "Tokens"), tree_chart(page).locator(".gtitle")
     for _ in range(times):
+        # a click while a rerun is still redrawing the page can land on a button that is being
+        # replaced and be lost: wait until Streamlit's running indicator is gone
+        page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden")
         before = tokens.inner_text() if tokens.count() else None
         heading = title.text_content() if title.count() else None
         page.get_by_role("button", name="Step", exact=True).click()

@@ -73,10 +73,21 @@ class LatencyProfile:
 
     def best_size(self, reach_desc: np.ndarray, max_size: int, policy: str | None = None) -> int:
         """The m <= max_size maximising (1 + sum of the top-m reach) / (overhead + t_verify(m))."""
-        m = np.arange(0, min(max_size, len(reach_desc)) + 1)
-        expected = 1.0 + np.concatenate([[0.0], np.cumsum(reach_desc[: m[-1]])])
-        rate = expected / self.round_time(policy, m)
-        return int(m[int(np.argmax(rate))])
+        n = min(max_size, len(reach_desc))
+        expected = np.empty(n + 1)
+        expected[0] = 0.0
+        np.cumsum(reach_desc[:n], out=expected[1:])
+        expected += 1.0
+        return int(np.argmax(expected / self._round_times(policy, n)))
+
+    def _round_times(self, policy: str | None, n: int) -> np.ndarray:
+        """round_time(policy, 0..n), kept per (policy, n): a round's size choice is then a cumsum,
+        a division and an argmax (the profile is not changed once measured or loaded)."""
+        cache = self.__dict__.setdefault("_times", {})
+        times = cache.get((policy, n))
+        if times is None:
+            times = cache[(policy, n)] = self.round_time(policy, np.arange(n + 1))
+        return times
 
     def describe(self) -> str:
         """One line: what, where, when."""

@@ -127,7 +127,8 @@ class OnlineEstimator(Estimator):
 
 
 class LearnedEstimator(Estimator):
-    """The TAPS scorer, folded into lookup tables once per pair (`ScorerTables`)."""
+    """The TAPS scorer, folded into lookup tables once per pair (`ScorerTables`). Its q is a softmax
+    over each parent's children and "other", so siblings already sum to less than 1."""
 
     name = "learned"
 
@@ -137,7 +138,7 @@ class LearnedEstimator(Estimator):
     def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
         if pool.size == 0:
             return np.ones(1)
-        return normalise_siblings(pool.parents, self.tables.edge_probs(pool, lattice))
+        return self.tables.edge_probs(pool, lattice)
 
 
 _TABLES: dict[int, ScorerTables] = {}

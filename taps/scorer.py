@@ -161,13 +161,23 @@ def group_log_softmax(edge_logit: torch.Tensor, other_logit: torch.Tensor, group
 
 # ------------------------------------------------------------------------------------ fast inference
 class ScorerTables:
-    """The scorer folded for inference (numpy): per-token tables of the first layer, per-depth rows
-    once per round, and the rest per edge. Equal to `TapsScorer.forward` up to float rounding
-    (exactly, in float64, whatever the batch)."""
+    """The scorer folded for inference (numpy): per-token tables of the first layers, per-depth rows
+    once per round, and per edge only what depends on the path. Equal to `TapsScorer.forward` up to
+    float rounding (to rounding, in float64, whatever the batch).
+
+    Both heads' first layers are linear in their inputs, so each splits into parts:
+    - per token (folded once): embedding -> child/parent projection -> first layer, [V, h];
+    - per lattice row d (once a round, one product for both heads): the drafter's hidden state at d
+      (through `hidden_proj`), the row's entropy, margin and top-K mass, and d / H, as
+      [hidden | entropy, margin, mass | d/H] @ row_weight, plus a depth bias (depth embedding,
+      biases);
+    - per edge: the step and cumulative draft log-probs and their per-depth mean ([3, h]); per
+      parent: its path log-prob and log(number of children) ([2, h/2]).
+    """
 
     def __init__(self, scorer: TapsScorer, embed: nn.Embedding, dtype=np.float32):
         c = scorer.config
-        p = c.proj_dim
+        p, dd = c.proj_dim, c.depth_dim
         with torch.no_grad():
             E = embed.weight.detach().double().cpu()
 
@@ -176,57 +186,74 @@ class ScorerTables:
 
             cw, cb = lin(scorer.child_proj)
             pw, pb = lin(scorer.parent_proj)
-            self._hw, self._hb = (x.numpy().astype(dtype) for x in lin(scorer.hidden_proj))
-            w1, b1 = lin(scorer.edge_in)
-            o1, ob = lin(scorer.other_in)
-            # edge first layer: [child p | parent p | hidden p | depth dd | scalars 7]
-            self.child = ((E @ cw.T + cb) @ w1[:, :p].T).numpy().astype(dtype)                  # [V, h]
-            self.parent = ((E @ pw.T + pb) @ w1[:, p:2 * p].T).numpy().astype(dtype)            # [V, h]
-            self.edge_hidden = w1[:, 2 * p:3 * p].numpy().astype(dtype)                          # [h, p]
-            depth = scorer.depth_emb.weight.detach().double().cpu()                              # [D+1, dd]
-            self.edge_depth = (depth @ w1[:, 3 * p:3 * p + c.depth_dim].T + b1).numpy().astype(dtype)
-            self.edge_scalars = w1[:, 3 * p + c.depth_dim:].T.numpy().astype(dtype)              # [7, h]
+            hw, hb = lin(scorer.hidden_proj)                         # [p, d], [p]
+            w1, b1 = lin(scorer.edge_in)   # [child p | parent p | hidden p | depth dd | scalars 7]
+            o1, ob = lin(scorer.other_in)  # [parent p | hidden p | depth dd | scalars 6]
+            depth = scorer.depth_emb.weight.detach().double().cpu()  # [D+1, dd]
+            # the [V, h] token tables: the only large ones, kept in `dtype`
+            self.child = ((E @ cw.T + cb) @ w1[:, :p].T).numpy().astype(dtype)
+            self.parent = ((E @ pw.T + pb) @ w1[:, p:2 * p].T).numpy().astype(dtype)
+            self.other_parent = ((E @ pw.T + pb) @ o1[:, :p].T).numpy().astype(dtype)
+            # per lattice row, both heads side by side: [hidden | entropy, margin, mass | d/H] -> [h + h/2]
+            e_hidden, o_hidden = w1[:, 2 * p:3 * p], o1[:, p:2 * p]
+            e_scal, o_scal = w1[:, 3 * p + dd:], o1[:, 2 * p + dd:]   # [h, 7], [h/2, 6]
+            edge_row = torch.cat([(e_hidden @ hw).T, e_scal[:, 1:5].T])          # [d + 4, h]
+            other_row = torch.cat([(o_hidden @ hw).T, o_scal[:, 0:4].T])         # [d + 4, h/2]
+            self.row_weight = torch.cat([edge_row, other_row], 1).numpy()
+            self.row_bias = torch.cat([depth @ w1[:, 3 * p:3 * p + dd].T + b1 + e_hidden @ hb,
+                                       depth @ o1[:, 2 * p:2 * p + dd].T + ob + o_hidden @ hb], 1).numpy()
+            self.edge_path = e_scal[:, [0, 5, 6]].T.numpy()          # [3, h]: step, cumulative, mean
+            self.other_path = o_scal[:, 4:6].T.numpy()               # [2, h/2]: path log-prob, log children
             w2, b2 = lin(scorer.edge_out)
-            self.edge_w2, self.edge_b2 = w2[0].numpy().astype(dtype), float(b2[0])
-            # other head: [parent p | hidden p | depth dd | scalars 6]
-            self.other_parent = ((E @ pw.T + pb) @ o1[:, :p].T).numpy().astype(dtype)           # [V, h/2]
-            self.other_hidden = o1[:, p:2 * p].numpy().astype(dtype)
-            self.other_depth = (depth @ o1[:, 2 * p:2 * p + c.depth_dim].T + ob).numpy().astype(dtype)
-            self.other_scalars = o1[:, 2 * p + c.depth_dim:].T.numpy().astype(dtype)
+            self.edge_w2, self.edge_b2 = w2[0].numpy(), float(b2[0])
             v2, c2 = lin(scorer.other_out)
-            self.other_w2, self.other_b2 = v2[0].numpy().astype(dtype), float(c2[0])
+            self.other_w2, self.other_b2 = v2[0].numpy(), float(c2[0])
+        self.width = c.hidden_dim
         self.max_depth = c.max_depth
         self.dtype = dtype
+        self._row_bias: dict[int, np.ndarray] = {}
 
-    def depth_rows(self, hidden: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per lattice row (depth index d), the first-layer contribution of the drafter's hidden
-        state and the depth embedding, for the edge head and the other head: [H, h], [H, h/2]."""
-        proj = hidden.astype(self.dtype) @ self._hw.T + self._hb                               # [H, p]
-        depth = np.minimum(np.arange(1, len(hidden) + 1), self.max_depth)
-        return proj @ self.edge_hidden.T + self.edge_depth[depth], proj @ self.other_hidden.T + self.other_depth[depth]
-
-    def edge_logits(self, f: PoolFeatures, rows: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        edge_rows, other_rows = rows
-        x = (self.child[f.child_tokens] + self.parent[f.parent_tokens] + edge_rows[f.depth_index]
-             + f.edge_scalars.astype(self.dtype) @ self.edge_scalars)
-        edge = _silu(x) @ self.edge_w2 + self.edge_b2
-        y = (self.other_parent[f.parent_tokens_p] + other_rows[f.parent_depth_index]
-             + f.other_scalars.astype(self.dtype) @ self.other_scalars)
-        other = _silu(y) @ self.other_w2 + self.other_b2
-        return edge, other
+    def rows(self, lattice: Lattice) -> np.ndarray:
+        """[H, h + h/2]: each lattice row's part of both heads' first layers."""
+        hidden = hidden_array(lattice)
+        horizon = lattice.depth
+        bias = self._row_bias.get(horizon)
+        if bias is None:
+            bias = self._row_bias[horizon] = self.row_bias[np.minimum(np.arange(1, horizon + 1), self.max_depth)]
+        z = np.column_stack([hidden, lattice.entropy, lattice.margin, lattice.topk_mass,
+                             np.arange(1, horizon + 1) / horizon])
+        return z @ self.row_weight + bias
 
     def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
-        """q(child | parent reached) for every pool node (q[0] = 1 for the root)."""
+        """q(child | parent reached) for every pool node (q[0] = 1 for the root): a softmax per
+        parent over its children and "other", so a parent's children sum to less than 1."""
         if pool.size == 0:
             return np.ones(1)
-        f = pool_features(pool, lattice)
-        edge, other = self.edge_logits(f, self.depth_rows(hidden_array(lattice)))
-        # a softmax per parent over its children and "other"; the logits of this small MLP stay
-        # far from exp's float64 range, so no per-group maximum is subtracted (clipped to be sure)
-        edge_exp = np.exp(np.clip(edge.astype(np.float64), -700.0, 700.0))
-        total = np.exp(np.clip(other.astype(np.float64), -700.0, 700.0))
-        total += np.bincount(f.edge_group, weights=edge_exp, minlength=len(total))
-        return np.concatenate([[1.0], edge_exp / total[f.edge_group]])
+        rows = self.rows(lattice)
+        h = self.width
+        tokens, up = pool.tokens, pool.parents[1:]
+        depth = pool.depths[1:]
+        cum = pool.path_logprob[1:]
+        path = np.column_stack([pool.marginal_logprob[1:], cum, cum / depth])
+        x = self.child[tokens[1:]] + self.parent[tokens[up]] + rows[depth - 1, :h] + path @ self.edge_path
+        edge = _silu(x) @ self.edge_w2 + self.edge_b2
+        is_parent = np.zeros(len(tokens), dtype=bool)
+        is_parent[up] = True
+        parents = np.flatnonzero(is_parent)                       # children of a parent at depth p sit on row p
+        group = (np.cumsum(is_parent) - 1)[up]
+        n_children = np.bincount(group, minlength=len(parents))
+        y = (self.other_parent[tokens[parents]] + rows[pool.depths[parents], h:]
+             + np.column_stack([pool.path_logprob[parents], np.log(n_children)]) @ self.other_path)
+        other = _silu(y) @ self.other_w2 + self.other_b2
+        # the logits of this small MLP stay far from exp's float64 range, so no per-group maximum is
+        # subtracted (clipped to be sure)
+        edge_exp = np.exp(np.clip(edge, -700.0, 700.0))
+        total = np.exp(np.clip(other, -700.0, 700.0))
+        total += np.bincount(group, weights=edge_exp, minlength=len(total))
+        q = np.empty(len(tokens))
+        q[0] = 1.0
+        np.divide(edge_exp, total[group], out=q[1:])
+        return q
 
 
 def hidden_array(lattice: Lattice) -> np.ndarray:

@@ -25,7 +25,7 @@ import numpy as np
 from .config import SELECTORS, TAPS_MODES, DecodeConfig, run_label
 from .costs import LatencyProfile
 from .estimate import Estimator
-from .pool import Lattice, candidate_pool, ddtree_nodes, top_paths, tree_from_nodes
+from .pool import Lattice, candidate_pool, ddtree_nodes, heap_tree, top_paths, tree_from_nodes
 from .tree import DraftTree
 
 __all__ = ["SELECTORS", "TAPS_MODES", "RoundContext", "Selector", "make_selector", "top_by_reach",
@@ -80,8 +80,7 @@ class DDTreeSelector(Selector):
     name = "ddtree"
 
     def pool(self, root_token, lattice, cfg, ctx):
-        chosen, frontier = ddtree_nodes(lattice, cfg.budget)
-        return tree_from_nodes(root_token, chosen + frontier, lattice)
+        return heap_tree(root_token, lattice, cfg.budget, cfg.budget, frontier=True)
 
     def select(self, pool, cfg, ctx):
         size = min(cfg.budget, pool.size)
@@ -91,13 +90,20 @@ class DDTreeSelector(Selector):
         return np.arange(size + 1)
 
 
-def top_by_reach(reach: np.ndarray, count: int) -> np.ndarray:
-    """The `count` draft nodes of highest reach (ties: lower index first), root included.
+def reach_order(reach: np.ndarray) -> np.ndarray:
+    """Draft node indices by reach, highest first (ties: lower index first)."""
+    return np.argsort(-reach[1:], kind="stable") + 1
+
+
+def top_by_reach(reach: np.ndarray, count: int, order: np.ndarray | None = None) -> np.ndarray:
+    """The `count` draft nodes of highest reach (ties: lower index first), root included, sorted.
 
     Reach never grows along a path and parents precede children, so this set is prefix-closed
     and maximises the sum of reach among trees of at most `count` nodes."""
-    order = np.lexsort((np.arange(1, len(reach)), -reach[1:])) + 1
-    return np.sort(np.concatenate([[0], order[:count]]))
+    order = reach_order(reach) if order is None else order
+    chosen = np.zeros(min(count, len(order)) + 1, dtype=np.int64)
+    chosen[1:] = np.sort(order[:count])
+    return chosen
 
 
 def utility_selection(pool: DraftTree, reach: np.ndarray, budget: int, lambda_node: float,
@@ -151,9 +157,10 @@ class TapsSelector(Selector):
             return utility_selection(pool, pool.reach, cfg.budget, cfg.lambda_node, cfg.lambda_depth,
                                      cfg.endpoint_cap)
         size = min(cfg.budget, pool.size)
+        order = reach_order(pool.reach)
         if cfg.taps_mode == "cost" and ctx.profile is not None:
-            size = ctx.profile.best_size(np.sort(pool.reach[1:])[::-1], size, run_label("taps", cfg.estimator))
-        return top_by_reach(pool.reach, size)
+            size = ctx.profile.best_size(pool.reach[order], size, run_label("taps", cfg.estimator))
+        return top_by_reach(pool.reach, size, order)
 
 
 class OracleSelector(Selector):

@@ -6,9 +6,9 @@
 #   bash scripts/bench_shipped.sh deterministic  # tau and tree sizes only: any machine state
 #
 # timed:          latency profile; HumanEval (first 32 prompts, 128 tokens, budgets 8-64, every
-#                 selector, TAPS sizing trees from the profile) and the app's examples (64 tokens,
-#                 budgets 8-32), each with AR measured alongside in the same process; then DDTree
-#                 sizing its tree from the profile too (--ddtree-mode cost) on both suites.
+#                 selector, TAPS sizing trees from the profile, DDTree both at the budget and sized
+#                 from the profile: --ddtree-mode budget,cost) and the app's examples (64 tokens,
+#                 budgets 8-32), each with AR measured alongside in the same process.
 # deterministic:  the same HumanEval sweep with --taps-mode reach (equal verification budgets),
 #                 and the timed HumanEval command run again while a
 #                 CPU-heavy process runs alongside: its tau and verified nodes must equal the
@@ -22,7 +22,7 @@ pair=(); [ -n "${PAIR:-}" ] && pair=(--pair "$PAIR")
 tag=${TAG:-cpu}
 humaneval=(--suite humaneval --limit 32 --budgets 8,16,32,64 --max-new-tokens 128 --ignore-eos "${pair[@]}")
 examples=(--suite examples --budgets 8,16,32 --max-new-tokens 64 "${pair[@]}")
-everything=(--selectors ar,dflash,ddtree,taps,oracle --estimators marginal,online,learned)
+everything=(--selectors ar,dflash,ddtree,taps,oracle --estimators marginal,online,learned --ddtree-mode budget,cost)
 
 case "${1:-timed}" in
 timed)
@@ -31,18 +31,13 @@ timed)
         > "$OUT/humaneval-$tag-cost.log" 2>&1
     "$PYTHON" -m taps.bench "${examples[@]}" "${everything[@]}" --out "$OUT/examples-$tag-cost" \
         > "$OUT/examples-$tag-cost.log" 2>&1
-    # DDTree sizing its tree from the same profile (its other mode), AR alongside again.
-    "$PYTHON" -m taps.bench "${humaneval[@]}" --selectors ar,ddtree --ddtree-mode cost \
-        --out "$OUT/humaneval-$tag-ddtree-cost" > "$OUT/humaneval-$tag-ddtree-cost.log" 2>&1
-    "$PYTHON" -m taps.bench "${examples[@]}" --selectors ar,ddtree --ddtree-mode cost \
-        --out "$OUT/examples-$tag-ddtree-cost" > "$OUT/examples-$tag-ddtree-cost.log" 2>&1
     ;;
 deterministic)
     # On a busy machine OpenMP workers that spin-wait for a descheduled partner make every torch
     # call crawl; waiting passively keeps these runs to minutes and changes no decision.
     export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
     "$PYTHON" -m taps.bench "${humaneval[@]}" --selectors ar,ddtree,taps --estimators marginal,online,learned \
-        --taps-mode reach --out "$OUT/humaneval-$tag-reach" > "$OUT/humaneval-$tag-reach.log" 2>&1
+        --taps-mode reach --ddtree-mode budget --out "$OUT/humaneval-$tag-reach" > "$OUT/humaneval-$tag-reach.log" 2>&1
     "$PYTHON" -c "import time
 t = time.time() + 3600
 while time.time() < t: sum(i * i for i in range(10000))" &

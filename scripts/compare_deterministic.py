@@ -1,5 +1,5 @@
 """Check that two benchmark folders agree on everything the engine decides: per (prompt, selector,
-estimator, budget), the tokens, tau, rounds and verified nodes. Timings may differ; decisions may not.
+estimator, budget, size choice), the tokens, tau, rounds and verified nodes. Timings may differ; decisions may not.
 
     python scripts/compare_deterministic.py results/humaneval-cpu-cost results/humaneval-cpu-cost-busy
 """
@@ -17,7 +17,7 @@ def rows(folder: str) -> dict[tuple, dict]:
     out = {}
     for line in (Path(folder) / "rows.jsonl").read_text().splitlines():
         r = json.loads(line)
-        out[(r["prompt_id"], r["selector"], r["estimator"], r["budget"])] = r
+        out[(r["prompt_id"], r["selector"], r["estimator"], r["budget"], r.get("mode") or "")] = r
     return out
 
 

@@ -23,7 +23,18 @@ from taps.record import STAGES  # noqa: E402
 
 
 def label(row: dict) -> str:
-    return run_label(row["selector"], row["estimator"], row["budget"])
+    """`ddtree@16 (cost)`: the run label and, where the row records one, its size choice."""
+    mode = row.get("mode") or ""
+    return run_label(row["selector"], row["estimator"], row["budget"]) + (f" ({mode})" if mode else "")
+
+
+def find(table: dict, run: str) -> str | None:
+    """`run` itself, or the one size choice of it that the folder holds (`ddtree@16` finds
+    `ddtree@16 (budget)` when that is the only DDTree@16 run there)."""
+    if run in table:
+        return run
+    matches = [name for name in table if name.startswith(run + " (")]
+    return matches[0] if len(matches) == 1 else None
 
 
 def per_round(folder: Path) -> dict[str, dict[str, float]]:
@@ -58,12 +69,13 @@ def main() -> None:
     print("|---|---|" + "---:|" * (len(STAGES) + 3))
     for run in args.runs.split(","):
         for side, table in tables.items():
-            if run not in table:
+            name = find(table, run)
+            if name is None:
                 continue
-            e, ar = table[run], table.get("ar", {}).get("round")
+            e, ar = table[name], table.get("ar", {}).get("round")
             ratio = f"{e['draft'] / ar:.2f}" if ar and run != "ar" else "-"
             cells = " | ".join(f"{e[s]:.2f}" for s in STAGES)
-            print(f"| {run} | {side} | {cells} | {e['round']:.2f} | {ratio} | {e['tau']:.2f} |")
+            print(f"| {name} | {side} | {cells} | {e['round']:.2f} | {ratio} | {e['tau']:.2f} |")
 
 
 if __name__ == "__main__":

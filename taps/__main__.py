@@ -106,7 +106,7 @@ def cmd_compare(args) -> int:
             raise ValueError(f"unknown selector '{name}': choose from {', '.join(SELECTORS)}")
     jobs = plan_jobs(args.selectors, args.budgets, estimators)
     for job in jobs:   # validate every setting before spending time
-        config.with_run(job.selector, job.estimator, job.budget).validate(pair)
+        job.settings(config).validate(pair)
     warm_up(pair, config)
     profile = load_profile(args)
     rows = []

@@ -119,7 +119,7 @@ def check_profile(config: DecodeConfig, profile) -> None:
 # ---------------------------------------------------------------------------- race and sweep
 def _checked_jobs(pair: ModelPair, config: DecodeConfig, jobs: list[Job], profile) -> None:
     for job in jobs:                             # every setting checked before anything runs
-        settings = config.with_run(job.selector, job.estimator, job.budget)
+        settings = job.settings(config)
         settings.validate(pair)
         check_profile(settings, profile)
 

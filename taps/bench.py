@@ -61,20 +61,21 @@ from .__main__ import (
     load_profile,
     run_command,
 )
+from .config import DDTREE_MODES, TAPS_MODES, field_spec
 from .costs import LatencyProfile, profile_path, saved_profile
 from .estimate import ESTIMATORS
 from .metrics import speedup
 from .prompts import SUITES, suite_prompts
-from .runner import Job, aggregate, format_table, plan_jobs, run_label, run_prompt, warm_up
+from .runner import Job, aggregate, format_table, group_key, plan_jobs, run_label, run_prompt, warm_up
 from .selectors import SELECTORS
 from .session import uses_profile
 
-SUMMARY_COLUMNS = ["selector", "estimator", "budget", "tau", "tokens_per_s", "speedup_vs_ar", "speedup_p25",
+SUMMARY_COLUMNS = ["selector", "estimator", "budget", "mode", "tau", "tokens_per_s", "speedup_vs_ar", "speedup_p25",
                    "speedup_p75", "waste_share", "select_share", "lossless", "prompts"]
 DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperature", "seed", "block_size",
-                          "taps_mode", "ddtree_mode", "top_k", "beam_width", "pool_cap", "ignore_eos", "score_cap",
+                          "top_k", "beam_width", "pool_cap", "ignore_eos", "score_cap",
                           "threads")
-AR_KEY = ("ar", "none", 1)
+AR_KEY = ("ar", "none", 1, "")
 
 
 # ---------------------------------------------------------------------------------------- prompts
@@ -96,7 +97,7 @@ def fit_prompts(pair, prompts: list[dict], max_new_tokens: int) -> tuple[list[di
 
 # ---------------------------------------------------------------------------------------- rows
 def row_key(row: dict) -> tuple:
-    return row["prompt_id"], row["selector"], row["estimator"], int(row["budget"])
+    return (row["prompt_id"], *group_key(row))
 
 
 def read_rows(out: Path) -> dict[tuple, dict]:
@@ -120,7 +121,7 @@ def pending_work(prompts: list[dict], jobs: list[Job], done: set[tuple]) -> list
     work = []
     for prompt in prompts:
         left = [job for job in jobs
-                if (prompt["id"], job.selector, job.estimator, job.budget, prompt["sha"]) not in done]
+                if (prompt["id"], job.selector, job.estimator, job.budget, job.mode, prompt["sha"]) not in done]
         ar_done = (prompt["id"], *AR_KEY, prompt["sha"]) in done
         if left or not ar_done:
             work.append((prompt, left))
@@ -135,7 +136,8 @@ def _order(prompts: list[dict], selectors: list[str]):
     def key(row: dict):
         return (prompt_rank.get(row["prompt_id"], len(prompt_rank)), str(row["prompt_id"]),
                 selector_rank.get(row["selector"], len(selector_rank)),
-                estimator_rank.get(row["estimator"], len(estimator_rank)), int(row["budget"]))
+                estimator_rank.get(row["estimator"], len(estimator_rank)), int(row["budget"]),
+                row.get("mode") or "")
     return key
 
 
@@ -162,8 +164,8 @@ def summarise(rows: list[dict], selectors: list[str]) -> list[dict]:
     estimator_rank = {e: i for i, e in enumerate(["none", *ESTIMATORS])}
     summary = aggregate(rows)
     for entry in summary:
-        items = [r for r in rows if (r["selector"], r["estimator"], r["budget"]) ==
-                 (entry["selector"], entry["estimator"], entry["budget"])]
+        key = (entry["selector"], entry["estimator"], entry["budget"], entry["mode"])
+        items = [r for r in rows if group_key(r) == key]
         if entry["selector"] != "ar" and all("ar_time_s" in r for r in items):
             ar_time = sum(r["ar_time_s"] for r in items)
             ar_rate = sum(r["ar_new_tokens"] for r in items) / ar_time if ar_time > 0 else 0.0
@@ -172,13 +174,14 @@ def summarise(rows: list[dict], selectors: list[str]) -> list[dict]:
             if per_prompt:
                 entry["speedup_p25"], entry["speedup_p75"] = (float(np.percentile(per_prompt, q)) for q in (25, 75))
     summary.sort(key=lambda r: (selector_rank.get(r["selector"], 99), estimator_rank.get(r["estimator"], 99),
-                                r["budget"]))
+                                r["mode"], r["budget"]))
     return summary
 
 
 def taps_comparison(summary: list[dict]) -> list[dict]:
-    """Per TAPS estimator: its best tokens/s over DFlash's best and over DDTree at DDTree's best
-    budget, and TAPS at that same budget over DDTree there (all ratios within this run)."""
+    """Per TAPS estimator: its best tokens/s (over its budgets and size choices) over DFlash's best
+    and over DDTree's best (over DDTree's budgets and size choices), and TAPS's best at that same
+    budget over DDTree there (all ratios within this run)."""
     def best(selector: str, estimator: str | None = None) -> dict | None:
         items = [r for r in summary if r["selector"] == selector and estimator in (None, r["estimator"])]
         return max(items, key=lambda r: r["tokens_per_s"], default=None)
@@ -187,14 +190,17 @@ def taps_comparison(summary: list[dict]) -> list[dict]:
     out = []
     for estimator in dict.fromkeys(r["estimator"] for r in summary if r["selector"] == "taps"):
         taps = best("taps", estimator)
-        same = next((r for r in summary if r["selector"] == "taps" and r["estimator"] == estimator
-                     and ddtree is not None and r["budget"] == ddtree["budget"]), None)
+        same = max((r for r in summary if r["selector"] == "taps" and r["estimator"] == estimator
+                    and ddtree is not None and r["budget"] == ddtree["budget"]),
+                   key=lambda r: r["tokens_per_s"], default=None)
         out.append({
-            "estimator": estimator, "taps_budget": taps["budget"], "taps_tokens_per_s": taps["tokens_per_s"],
-            "taps_tau": taps["tau"],
+            "estimator": estimator, "taps_budget": taps["budget"], "taps_mode": taps["mode"],
+            "taps_tokens_per_s": taps["tokens_per_s"], "taps_tau": taps["tau"],
+            "taps_select_share": taps["select_share"],
             "dflash_budget": dflash["budget"] if dflash else None,
             "over_dflash": _ratio(taps, dflash),
             "ddtree_budget": ddtree["budget"] if ddtree else None,
+            "ddtree_mode": ddtree["mode"] if ddtree else None,
             "over_ddtree": _ratio(taps, ddtree),
             "equal_budget_over_ddtree": _ratio(same, ddtree)})
     return out
@@ -204,6 +210,10 @@ def _ratio(run: dict | None, baseline: dict | None) -> float | None:
     if run is None or baseline is None or baseline["tokens_per_s"] <= 0:
         return None
     return run["tokens_per_s"] / baseline["tokens_per_s"]
+
+
+def _modes(modes) -> str:
+    return ", ".join(f"'{m}'" for m in ([modes] if isinstance(modes, str) else modes))
 
 
 def _iqr(row: dict) -> str:
@@ -256,8 +266,8 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
                 f"tokens in the context: {', '.join(str(s['id']) for s in meta['skipped'][:8])}"
                 + (" ..." if len(meta["skipped"]) > 8 else "") if meta["skipped"] else ""),
              f"- Decoding: up to {meta['max_new_tokens']} new tokens, temperature {meta['temperature']}, "
-             f"seed {meta['seed']}; TAPS size choice '{meta['taps_mode']}', DDTree size choice "
-             f"'{meta['ddtree_mode']}'"
+             f"seed {meta['seed']}; TAPS size choice {_modes(meta['taps_mode'])}, DDTree size choice "
+             f"{_modes(meta['ddtree_mode'])} (each size choice a run of its own, named in the size column)"
              + (f", latency profile: {meta['profile_source']}" if meta["profile_source"] else ""),
              f"- Processes: {meta['world_size']}"
              + (" (torch.distributed; prompts split round-robin by rank; every speed-up compares runs in the "
@@ -268,29 +278,33 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
         lines.append(f"- Resumed: rows come from {len(meta['run_ids'])} runs ({', '.join(meta['run_ids'])}); "
                      f"each speed-up pairs a run with the AR run of its prompt in the same process")
     lines += ["", "## Results", "",
-              "| selector | estimator | budget | tau | tokens/s | speed-up vs AR | per-prompt speed-up (IQR) | waste "
-              "| select share | lossless | prompts |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+              "| selector | estimator | budget | size | tau | tokens/s | speed-up vs AR | per-prompt speed-up (IQR) "
+              "| waste | select share | lossless | prompts |",
+              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for r in summary:
         budget = "-" if r["selector"] == "ar" else str(r["budget"])
         estimator = r["estimator"] if r["selector"] == "taps" else "-"
-        lines.append(f"| {r['selector']} | {estimator} | {budget} | {r['tau']:.2f} | {r['tokens_per_s']:.1f} | "
+        lines.append(f"| {r['selector']} | {estimator} | {budget} | {r.get('mode') or '-'} | {r['tau']:.2f} | "
+                     f"{r['tokens_per_s']:.1f} | "
                      f"{r['speedup_vs_ar']:.2f}x | {_iqr(r)} | {100 * r['waste_share']:.1f}% | "
                      f"{100 * r['select_share']:.1f}% | "
                      f"{'yes' if r['lossless'] else 'NO'} | {r['prompts']} |")
     comparison = taps_comparison(summary)
     if comparison:
         lines += ["", "## TAPS against DFlash and DDTree", "",
-                  "TAPS at its best budget, against DFlash at its best budget and DDTree at DDTree's best budget; "
-                  "the last column compares TAPS and DDTree at that same budget (equal verification budget).", "",
-                  "| TAPS estimator | TAPS best budget | TAPS tokens/s | TAPS tau | over DFlash | over DDTree at its "
-                  "best budget | TAPS over DDTree at DDTree's best budget |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+                  "TAPS at its best budget and size choice, against DFlash at its best budget and DDTree at its best "
+                  "budget and size choice; the last column compares TAPS and DDTree at that same budget (equal "
+                  "budget, TAPS's best size choice there).", "",
+                  "| TAPS estimator | TAPS best | TAPS tokens/s | TAPS tau | TAPS select share | over DFlash "
+                  "| over DDTree at its best | TAPS over DDTree at DDTree's best budget |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]
         for c in comparison:
             dflash = f"{_times(c['over_dflash'])} (DFlash@{c['dflash_budget']})" if c["dflash_budget"] else "-"
-            ddtree = f"{_times(c['over_ddtree'])} (DDTree@{c['ddtree_budget']})" if c["ddtree_budget"] else "-"
-            lines.append(f"| {c['estimator']} | {c['taps_budget']} | {c['taps_tokens_per_s']:.1f} "
-                         f"| {c['taps_tau']:.2f} | {dflash} | {ddtree} | {_times(c['equal_budget_over_ddtree'])} |")
+            ddtree = (f"{_times(c['over_ddtree'])} (DDTree@{c['ddtree_budget']}, {c['ddtree_mode']})"
+                      if c["ddtree_budget"] else "-")
+            lines.append(f"| {c['estimator']} | @{c['taps_budget']}, {c['taps_mode']} | {c['taps_tokens_per_s']:.1f} "
+                         f"| {c['taps_tau']:.2f} | {100 * c['taps_select_share']:.1f}% | {dflash} | {ddtree} "
+                         f"| {_times(c['equal_budget_over_ddtree'])} |")
     lines += ["", "All figures were measured in this run, each configuration once per prompt after a warm-up of "
               "every configuration. Tokens/s counts the whole decoding loop (every round's step() wall clock, the "
               "round record included; prefill excluded for every selector alike); speed-ups are ratios of tokens/s "
@@ -303,10 +317,13 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
 
 
 def _series(summary: list[dict]) -> dict[str, list[dict]]:
+    """One line per selector (and estimator), per size choice where a selector ran several."""
+    several = {sel for sel in {r["selector"] for r in summary}
+               if len({r["mode"] for r in summary if r["selector"] == sel}) > 1}
     series: dict[str, list[dict]] = {}
     for r in summary:
         if r["selector"] != "ar":
-            name = f"taps/{r['estimator']}" if r["selector"] == "taps" else r["selector"]
+            name = run_label(r["selector"], r["estimator"]) + (f" ({r['mode']})" if r["selector"] in several else "")
             series.setdefault(name, []).append(r)
     return series
 
@@ -446,11 +463,11 @@ def _sweep(args, group: Group) -> int:
         raise ValueError(f"unknown selector '{unknown[0]}': choose from {', '.join(SELECTORS)}")
     suite, prompts = suite_prompts(args.suite, args.prompts)
     pair = load_from_args(args)
-    config = decode_config(args)
+    config = decode_config(args, taps_mode=args.taps_mode[0], ddtree_mode=args.ddtree_mode[0])
     estimators = args.estimators or ["marginal", "online"] + (["learned"] if pair.scorer is not None else [])
-    jobs = plan_jobs(args.selectors, args.budgets, estimators)
+    jobs = plan_jobs(args.selectors, args.budgets, estimators, {"taps": args.taps_mode, "ddtree": args.ddtree_mode})
     for job in jobs:   # validate every setting before spending time
-        config.with_run(job.selector, job.estimator, job.budget).validate(pair)
+        job.settings(config).validate(pair)
     fitting, skipped = fit_prompts(pair, prompts, args.max_new_tokens)
     chosen = fitting[: args.limit] if args.limit else fitting
     if not chosen:
@@ -478,7 +495,7 @@ def _sweep(args, group: Group) -> int:
     mine = work[group.rank::group.world]
 
     profile, profile_source = None, ""
-    if any(uses_profile(config.with_run(job.selector, job.estimator, job.budget)) for job in jobs):
+    if any(uses_profile(job.settings(config)) for job in jobs):
         found = _sweep_profile(args, pair, max(args.budgets)) if group.rank == 0 else None
         profile, profile_source = group.broadcast(found)
 
@@ -526,7 +543,7 @@ def _sweep(args, group: Group) -> int:
         journal.unlink()
 
     wanted = {(p["id"], *AR_KEY, p["sha"]) for p in chosen}
-    wanted |= {(p["id"], j.selector, j.estimator, j.budget, p["sha"]) for p in chosen for j in jobs}
+    wanted |= {(p["id"], j.selector, j.estimator, j.budget, j.mode, p["sha"]) for p in chosen for j in jobs}
     plan_rows = [r for r in ordered if (*row_key(r), r.get("prompt_sha")) in wanted]
     summary = summarise(plan_rows, args.selectors)
     pd.DataFrame(summary, columns=SUMMARY_COLUMNS).to_csv(out / "summary.csv", index=False)
@@ -544,18 +561,33 @@ def _sweep(args, group: Group) -> int:
           f"up to {args.max_new_tokens} new tokens")
     print(format_table(summary))
     for c in taps_comparison(summary):
-        print(f"# TAPS/{c['estimator']}@{c['taps_budget']}: {_times(c['over_dflash'])} DFlash, "
-              f"{_times(c['over_ddtree'])} DDTree at its best budget ({c['ddtree_budget']}), "
+        print(f"# TAPS/{c['estimator']}@{c['taps_budget']} ({c['taps_mode']}): {_times(c['over_dflash'])} DFlash, "
+              f"{_times(c['over_ddtree'])} DDTree at its best (@{c['ddtree_budget']}, {c['ddtree_mode']}), "
               f"{_times(c['equal_budget_over_ddtree'])} at that same budget")
     print(f"# wrote {len(ordered)} rows, summary.csv, summary.md{''.join(', ' + p.name for p in plots)} to {out}")
     return 0
+
+
+def _choices_csv(choices: tuple[str, ...]):
+    def parse(text: str) -> list[str]:
+        values = list(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
+        wrong = [v for v in values if v not in choices]
+        if not values or wrong:
+            raise argparse.ArgumentTypeError(f"choose from {', '.join(choices)} (comma-separated), got {text!r}")
+        return values
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m taps.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_pair_arguments(parser)
-    add_decode_arguments(parser)
+    add_decode_arguments(parser, exclude=("taps_mode", "ddtree_mode"))
+    for name, choices in (("taps_mode", TAPS_MODES), ("ddtree_mode", DDTREE_MODES)):
+        spec = field_spec(name)
+        parser.add_argument("--" + name.replace("_", "-"), type=_choices_csv(choices), default=[spec["default"]],
+                            help=f"{spec['help']}; comma-separated to run each as a run of its own "
+                                 f"(e.g. {','.join(choices[:2])}); default {spec['default']}")
     parser.add_argument("--suite", choices=SUITES, default="humaneval")
     parser.add_argument("--prompts", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line (instead of --suite)")
     parser.add_argument("--limit", type=int, help="the first N prompts that fit the context")

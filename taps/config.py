@@ -80,10 +80,22 @@ class DecodeConfig:
         if self.selector == "taps" and self.estimator == "learned" and pair.scorer is None:
             raise ValueError("the 'learned' estimator needs a trained TAPS scorer, and this pair has none")
 
-    def with_run(self, selector: str, estimator: str | None = None, budget: int | None = None) -> "DecodeConfig":
-        """These settings for another run of a race or sweep."""
-        return replace(self, selector=selector, estimator=estimator or self.estimator,
-                       budget=self.budget if budget is None else budget)
+    def with_run(self, selector: str, estimator: str | None = None, budget: int | None = None,
+                 mode: str = "") -> "DecodeConfig":
+        """These settings for another run of a race or sweep; `mode`, when given, is the size choice
+        of a `taps` or `ddtree` run (its taps_mode or ddtree_mode)."""
+        cfg = replace(self, selector=selector, estimator=estimator or self.estimator,
+                      budget=self.budget if budget is None else budget)
+        if mode and selector == "taps":
+            cfg = replace(cfg, taps_mode=mode)
+        elif mode and selector == "ddtree":
+            cfg = replace(cfg, ddtree_mode=mode)
+        return cfg
+
+    @property
+    def size_mode(self) -> str:
+        """How this run sizes its tree: taps_mode for `taps`, ddtree_mode for `ddtree`, else ""."""
+        return {"taps": self.taps_mode, "ddtree": self.ddtree_mode}.get(self.selector, "")
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -24,29 +24,38 @@ def runnable_selectors(selectors: Iterable[str], temperature: float) -> list[str
     return [s for s in dict.fromkeys(selectors) if s != "ar" and not (s == "oracle" and temperature > 0)]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Job:
     selector: str
     estimator: str
     budget: int
+    mode: str = ""      # size choice of a taps or ddtree run ("": the config's)
 
     @property
     def label(self) -> str:
-        return run_label(self.selector, self.estimator, None if self.selector == "ar" else self.budget)
+        name = run_label(self.selector, self.estimator, None if self.selector == "ar" else self.budget)
+        return f"{name} ({self.mode})" if self.mode else name
+
+    def settings(self, config: DecodeConfig) -> DecodeConfig:
+        return config.with_run(self.selector, self.estimator, self.budget, self.mode)
 
 
 AR_JOB = Job("ar", "none", 1)
 
 
-def plan_jobs(selectors: Iterable[str], budgets: Iterable[int], estimators: Iterable[str]) -> list[Job]:
-    """Every tree selector x budget (x estimator for TAPS); AR is not a job, it always runs first."""
+def plan_jobs(selectors: Iterable[str], budgets: Iterable[int], estimators: Iterable[str],
+              modes: dict[str, list[str]] | None = None) -> list[Job]:
+    """Every tree selector x budget (x estimator for TAPS, x size choice for TAPS and DDTree when
+    `modes` lists them per selector); AR is not a job, it always runs first."""
+    modes = modes or {}
     jobs = []
     for selector in selectors:
         if selector == "ar":
             continue
         for budget in budgets:
             for estimator in (estimators if selector == "taps" else ["marginal"]):
-                jobs.append(Job(selector, estimator, budget))
+                for mode in modes.get(selector) or [""]:
+                    jobs.append(Job(selector, estimator, budget, mode))
     return jobs
 
 
@@ -58,6 +67,7 @@ class RunRow:
     selector: str
     estimator: str
     budget: int
+    mode: str                 # how the run sized its trees (taps_mode / ddtree_mode), "" for the others
     token_ids: list[int]
     text: str
     tau: float
@@ -82,7 +92,7 @@ class RunRow:
     def of(cls, prompt_id: str, job: Job, session: DecodeSession, summary: RunSummary, ar_rate: float,
            ar_tokens: list[int], keep_rounds: bool = False) -> "RunRow":
         return cls(prompt_id=prompt_id, selector=job.selector, estimator=job.estimator, budget=job.budget,
-                   token_ids=session.generated, text=session.text, tau=summary.tau,
+                   mode=session.config.size_mode, token_ids=session.generated, text=session.text, tau=summary.tau,
                    tokens_per_s=summary.tokens_per_s, speedup_vs_ar=speedup(summary.tokens_per_s, ar_rate),
                    waste_share=summary.waste_share, verified_nodes=summary.verified_nodes, rounds=summary.rounds,
                    new_tokens=summary.new_tokens, select_share=summary.select_share,
@@ -106,7 +116,7 @@ def warm_up(pair: ModelPair, config: DecodeConfig, jobs: list[Job] | None = None
     calls, kernel choices, a GPU's clocks) stay out of the timed runs."""
     jobs = jobs if jobs is not None else ([Job("ddtree", "marginal", 8)] if pair.drafter is not None else [])
     for job in [AR_JOB, *jobs]:
-        settings = config.with_run("ar") if job is AR_JOB else config.with_run(job.selector, job.estimator, job.budget)
+        settings = config.with_run("ar") if job is AR_JOB else job.settings(config)
         future = list(range(2, 2 + settings.max_new_tokens + 64)) if job.selector == "oracle" else None
         session = DecodeSession(pair, [1, 2, 3, 4, 5, 6, 7, 8], settings, profile=profile, oracle_tokens=future)
         for _ in range(4):
@@ -124,7 +134,7 @@ def run_prompt(pair: ModelPair, prompt: dict, jobs: list[Job], config: DecodeCon
     rows: list[RunRow] = []
     ar_rate, ar_tokens = 0.0, None
     for job in [AR_JOB, *jobs]:
-        settings = config.with_run("ar") if job is AR_JOB else config.with_run(job.selector, job.estimator, job.budget)
+        settings = config.with_run("ar") if job is AR_JOB else job.settings(config)
         session = DecodeSession(pair, prompt["prompt"], settings, profile=profile,
                                 oracle_tokens=ar_tokens if job.selector == "oracle" else None)
         while not session.finished:
@@ -141,18 +151,19 @@ def run_prompt(pair: ModelPair, prompt: dict, jobs: list[Job], config: DecodeCon
 
 
 def aggregate(rows: list[dict]) -> list[dict]:
-    """One row per selector x estimator x budget: token-weighted tau, time-weighted tokens/s."""
+    """One row per selector x estimator x budget x size choice: token-weighted tau, time-weighted
+    tokens/s."""
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
-        groups.setdefault((row["selector"], row["estimator"], row["budget"]), []).append(row)
-    ar_rate = _rate(groups.get(("ar", "none", 1), []))
+        groups.setdefault(group_key(row), []).append(row)
+    ar_rate = _rate(groups.get(("ar", "none", 1, ""), []))
     out = []
-    for (selector, estimator, budget), items in groups.items():
+    for (selector, estimator, budget, mode), items in groups.items():
         rate = _rate(items)
         verified = sum(r["verified_nodes"] for r in items)
         time_s = sum(r["time_s"] for r in items)
         out.append({
-            "selector": selector, "estimator": estimator, "budget": budget,
+            "selector": selector, "estimator": estimator, "budget": budget, "mode": mode,
             "tau": sum(r["new_tokens"] for r in items) / max(sum(r["rounds"] for r in items), 1),
             "tokens_per_s": rate, "speedup_vs_ar": speedup(rate, ar_rate),
             "waste_share": sum(r["waste_share"] * r["verified_nodes"] for r in items) / verified if verified else 0.0,
@@ -161,19 +172,27 @@ def aggregate(rows: list[dict]) -> list[dict]:
     return out
 
 
+def group_key(row: dict) -> tuple:
+    """A run configuration: (selector, estimator, budget, size choice); rows written before the
+    size choice was recorded count as ""."""
+    return row["selector"], row["estimator"], int(row["budget"]), row.get("mode") or ""
+
+
 def _rate(items: list[dict]) -> float:
     time_s = sum(r["time_s"] for r in items)
     return sum(r["new_tokens"] for r in items) / time_s if time_s > 0 else 0.0
 
 
 def format_table(summary: list[dict]) -> str:
-    header = f"{'selector':<8} {'estimator':<9} {'budget':>6} {'tau':>6} {'tok/s':>8} {'vs AR':>6} " \
+    header = f"{'selector':<8} {'estimator':<9} {'budget':>6} {'size':<7} {'tau':>6} {'tok/s':>8} {'vs AR':>6} " \
              f"{'waste%':>7} {'select%':>8} lossless"
     lines = [header, "-" * len(header)]
     for r in summary:
         budget = "-" if r["selector"] == "ar" else str(r["budget"])
         estimator = r["estimator"] if r["selector"] == "taps" else "-"
-        lines.append(f"{r['selector']:<8} {estimator:<9} {budget:>6} {r['tau']:>6.2f} {r['tokens_per_s']:>8.1f} "
-                     f"{r['speedup_vs_ar']:>5.2f}x {100 * r['waste_share']:>6.1f}% {100 * r['select_share']:>7.1f}% "
+        mode = r.get("mode") or "-"
+        lines.append(f"{r['selector']:<8} {estimator:<9} {budget:>6} {mode:<7} {r['tau']:>6.2f} "
+                     f"{r['tokens_per_s']:>8.1f} {r['speedup_vs_ar']:>5.2f}x {100 * r['waste_share']:>6.1f}% "
+                     f"{100 * r['select_share']:>7.1f}% "
                      f"{'yes' if r['lossless'] else 'NO'}")
     return "\n".join(lines)

@@ -117,8 +117,10 @@ def test_bench_writes_rows_and_summary(bench_out):
     with open(bench_out / "summary.csv") as fh:
         reader = csv.DictReader(fh)
         summary = list(reader)
-    assert reader.fieldnames[:10] == ["selector", "estimator", "budget", "tau", "tokens_per_s", "speedup_vs_ar",
-                                      "speedup_p25", "speedup_p75", "waste_share", "select_share"]
+    assert reader.fieldnames[:11] == ["selector", "estimator", "budget", "mode", "tau", "tokens_per_s",
+                                      "speedup_vs_ar", "speedup_p25", "speedup_p75", "waste_share", "select_share"]
+    assert {(r["selector"], r["mode"]) for r in summary} == {
+        ("ar", ""), ("dflash", ""), ("ddtree", "budget"), ("taps", "cost"), ("oracle", "")}
     ddtree = next(r for r in summary if r["selector"] == "ddtree")
     assert float(ddtree["speedup_p25"]) <= float(ddtree["speedup_p75"])
     assert len(summary) == RUNS_PER_PROMPT and summary[0]["selector"] == "ar"
@@ -150,6 +152,34 @@ def test_bench_resume_skips_finished_rows(bench_out, bench_args, tmp_path, capsy
     # other decode settings into the same folder are refused
     assert bench.main([*bench_args, "--max-new-tokens", "6", "--out", str(out)]) == 2
     assert "other settings (max_new_tokens 12 there, 6 now)" in capsys.readouterr().err
+
+
+def test_bench_runs_each_size_choice_as_its_own_run(bench_out, bench_args, tmp_path, capsys):
+    """--ddtree-mode budget,cost (and --taps-mode cost,reach) in one sweep: each size choice is a run
+    of its own, with its own rows and summary line; adding one to a finished folder runs only it."""
+    out = tmp_path / "results"
+    shutil.copytree(bench_out, out)
+    args = [*bench_args, "--selectors", "ar,ddtree,taps", "--estimators", "marginal",
+            "--ddtree-mode", "budget,cost", "--taps-mode", "cost,reach", "--out", str(out)]
+    assert bench.main(args) == 0
+    rows, old_run = _rows(out), _rows(bench_out)[0]["run_id"]
+    fresh = sorted({(r["selector"], r["mode"]) for r in rows if r["run_id"] != old_run})
+    assert fresh == [("ar", ""), ("ddtree", "cost"), ("taps", "reach")]
+    assert all(r["lossless"] for r in rows)
+    with open(out / "summary.csv") as fh:
+        summary = list(csv.DictReader(fh))
+    modes = {(r["selector"], r["budget"], r["mode"]) for r in summary}
+    assert {("ddtree", "8", "budget"), ("ddtree", "8", "cost"), ("taps", "8", "cost"), ("taps", "8", "reach")} <= modes
+    md = (out / "summary.md").read_text()
+    assert "DDTree size choice 'budget', 'cost'" in md and "| ddtree | - | 8 | cost |" in md
+    ddtree_best = max((r for r in summary if r["selector"] == "ddtree"), key=lambda r: float(r["tokens_per_s"]))
+    assert f"DDTree@{ddtree_best['budget']}, {ddtree_best['mode']}" in md
+
+
+def test_bench_rejects_an_unknown_size_choice(bench_args, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        bench.main([*bench_args, "--ddtree-mode", "budget,sideways", "--out", str(tmp_path / "r")])
+    assert "choose from budget, cost" in capsys.readouterr().err
 
 
 def test_bench_suites(monkeypatch, tmp_path):

@@ -185,3 +185,33 @@ def test_top_paths_are_the_best_nodes_by_marginal_path(depth, width, count, seed
              for length in range(1, depth + 1) for ranks in itertools.product(range(width), repeat=length)]
     best = sorted(every, reverse=True)[:count]
     np.testing.assert_allclose(sorted(tree.path_logprob[1:], reverse=True), best, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(depth=st.integers(1, 5), width=st.integers(1, 6), count=st.integers(0, 50), seed=st.integers(0, 10_000),
+       frontier=st.booleans())
+def test_heap_tree_equals_the_tree_built_from_its_nodes(depth, width, count, seed, frontier):
+    """heap_tree (DDTree's and TAPS's pool, built straight from the heap's lists) is exactly the
+    tree that tree_from_nodes builds from the same popped (and frontier) nodes: same tokens, ranks,
+    parents, and bit-for-bit the same path scores and reach."""
+    from taps.pool import heap_tree
+
+    lattice = random_lattice(seed, depth, 12, width)
+    chosen, rest = ddtree_nodes(lattice, count, width=width, frontier=frontier)
+    expected = tree_from_nodes(5, chosen + rest, lattice)
+    tree = heap_tree(5, lattice, count, width, frontier=frontier)
+    for name in ("tokens", "parents", "depths", "ranks", "marginal_logprob", "path_logprob", "reach"):
+        np.testing.assert_array_equal(getattr(tree, name), getattr(expected, name), err_msg=name)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 60), count=st.integers(0, 70), seed=st.integers(0, 10_000), ties=st.booleans())
+def test_top_by_reach_keeps_the_highest_reach_lowest_index_first(n, count, seed, ties):
+    """The stable sort picks the `count` highest reaches, ties going to the lower index (as the
+    lexicographic rule it replaced), root first, sorted."""
+    gen = np.random.default_rng(seed)
+    reach = gen.integers(0, 4, n + 1) / 4.0 if ties else gen.uniform(0, 1, n + 1)
+    reach[0] = 1.0
+    chosen = top_by_reach(reach, count)
+    keyed = sorted(range(1, n + 1), key=lambda i: (-reach[i], i))[:count]
+    assert chosen.tolist() == [0, *sorted(keyed)]

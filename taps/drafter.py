@@ -43,19 +43,9 @@ def context_features(hidden_states: tuple[torch.Tensor, ...], layer_ids: list[in
     return torch.cat([hidden_states[i + 1] for i in layer_ids], dim=-1)
 
 
-def normalise_layers(features: torch.Tensor, n_layers: int, eps: float) -> torch.Tensor:
-    """Each target layer's slice of the concatenated context features scaled to unit RMS (no
-    weight): a trained target's residual stream can be 20x larger than its embeddings, with a few
-    huge channels, which `fc` alone learns to read slowly."""
-    shape = features.shape
-    return F.rms_norm(features.reshape(*shape[:-1], n_layers, -1), (shape[-1] // n_layers,), eps=eps).reshape(shape)
-
-
 def drafter_config(target_config, num_layers: int = 2, block_size: int = 16, mask_token_id: int = 1,
-                   target_layer_ids: list[int] | None = None, intermediate_size: int | None = None,
-                   feature_norm: bool = False) -> Qwen3Config:
-    """A drafter config that fits `target_config` (same hidden size, vocabulary and head layout);
-    `feature_norm` normalises each target layer's features before `fc` (`normalise_layers`)."""
+                   target_layer_ids: list[int] | None = None, intermediate_size: int | None = None) -> Qwen3Config:
+    """A drafter config that fits `target_config` (same hidden size, vocabulary and head layout)."""
     n_target = target_config.num_hidden_layers
     ids = target_layer_ids if target_layer_ids is not None else default_target_layer_ids(n_target, num_layers)
     return Qwen3Config(
@@ -71,8 +61,7 @@ def drafter_config(target_config, num_layers: int = 2, block_size: int = 16, mas
         rms_norm_eps=target_config.rms_norm_eps,
         block_size=block_size,
         num_target_layers=n_target,
-        dflash_config={"target_layer_ids": ids, "mask_token_id": mask_token_id,
-                       **({"feature_norm": True} if feature_norm else {})},
+        dflash_config={"target_layer_ids": ids, "mask_token_id": mask_token_id},
         architectures=["DFlashDraftModel"],
     )
 
@@ -149,7 +138,6 @@ class DFlashDrafter(nn.Module):
             dflash.get("target_layer_ids")
             or default_target_layer_ids(config.num_target_layers, config.num_hidden_layers))
         self.mask_token_id: int | None = dflash.get("mask_token_id")
-        self.feature_norm = bool(dflash.get("feature_norm", False))
         self.block_size: int = int(config.block_size)
         self.layers = nn.ModuleList([DraftLayer(config) for _ in range(config.num_hidden_layers)])
         self.norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
@@ -170,8 +158,6 @@ class DFlashDrafter(nn.Module):
 
     def context_kv(self, features: torch.Tensor, positions: torch.Tensor):
         """Project raw context features and return per-layer (keys, values)."""
-        if self.feature_norm:
-            features = normalise_layers(features, len(self.target_layer_ids), self.config.rms_norm_eps)
         ctx = self.hidden_norm(self.fc(features))
         rope = self._rope(ctx, positions)
         return [layer.self_attn.key_values(ctx, rope) for layer in self.layers]

@@ -20,8 +20,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .drafter import normalise_layers
-
 PRECISIONS = ("same", "int8", "bfloat16")
 
 
@@ -78,7 +76,6 @@ class FastDrafter(nn.Module):
         self.device, self.dtype = weight.device, weight.dtype
         self.layers = nn.ModuleList([_Layer(layer, self.eps) for layer in drafter.layers])
         self.fc = _linear(drafter.fc.weight)
-        self.feature_layers = len(drafter.target_layer_ids) if drafter.feature_norm else 0
         self.hidden_norm = drafter.hidden_norm.weight.detach()
         self.norm = drafter.norm.weight.detach()
         head = lm_head.weight.detach()
@@ -121,8 +118,6 @@ class FastDrafter(nn.Module):
     def extend(self, keys, values, length: int, features: torch.Tensor) -> None:
         """Project the context features [n, F] of positions length..length+n-1 into the buffers."""
         n = features.shape[0]
-        if self.feature_layers:
-            features = normalise_layers(features, self.feature_layers, self.eps)
         ctx = F.rms_norm(self.fc(features.to(self.compute)), (self.hidden_norm.shape[0],), self.hidden_norm, self.eps)
         for layer, k_buf, v_buf in zip(self.layers, keys, values):
             kv = layer.kv(ctx).view(n, 2 * layer.kv_heads, layer.head_dim).transpose(0, 1)

@@ -54,7 +54,6 @@ class DrafterConfig:
     block_size: int = 16
     target_layers: str = "auto"        # comma-separated target layer ids, or "auto" (evenly spaced)
     intermediate_size: int = 0         # 0: the target's
-    feature_norm: int = 0              # 1: each target layer's features scaled to unit RMS before fc
 
 
 @dataclass
@@ -233,7 +232,7 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
     layer_ids = None if dc.target_layers == "auto" else [int(x) for x in dc.target_layers.split(",")]
     config = drafter_config(target.config, num_layers=dc.num_layers, block_size=dc.block_size,
                             mask_token_id=mask_id, target_layer_ids=layer_ids,
-                            intermediate_size=dc.intermediate_size or None, feature_norm=bool(dc.feature_norm))
+                            intermediate_size=dc.intermediate_size or None)
     torch.manual_seed(tc.seed)
     drafter = DFlashDrafter(config).to(device).train()
     n_params = sum(p.numel() for p in drafter.parameters())

@@ -10,6 +10,10 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from taps.runner import group_key  # noqa: E402
+
 FIELDS = ("token_ids", "tau", "rounds", "verified_nodes", "new_tokens")
 
 
@@ -17,7 +21,7 @@ def rows(folder: str) -> dict[tuple, dict]:
     out = {}
     for line in (Path(folder) / "rows.jsonl").read_text().splitlines():
         r = json.loads(line)
-        out[(r["prompt_id"], r["selector"], r["estimator"], r["budget"], r.get("mode") or "")] = r
+        out[(r["prompt_id"], *group_key(r))] = r
     return out
 
 

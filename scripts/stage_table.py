@@ -18,14 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from taps.config import run_label  # noqa: E402
 from taps.record import STAGES  # noqa: E402
+from taps.runner import Job, group_key  # noqa: E402
 
 
 def label(row: dict) -> str:
     """`ddtree@16 (cost)`: the run label and, where the row records one, its size choice."""
-    mode = row.get("mode") or ""
-    return run_label(row["selector"], row["estimator"], row["budget"]) + (f" ({mode})" if mode else "")
+    return Job(*group_key(row)).label
 
 
 def find(table: dict, run: str) -> str | None:

@@ -66,7 +66,7 @@ from .costs import LatencyProfile, profile_path, saved_profile
 from .estimate import ESTIMATORS
 from .metrics import speedup
 from .prompts import SUITES, suite_prompts
-from .runner import Job, aggregate, format_table, group_key, plan_jobs, run_label, run_prompt, warm_up
+from .runner import AR_JOB, Job, aggregate, format_table, group_key, plan_jobs, run_label, run_prompt, warm_up
 from .selectors import SELECTORS
 from .session import uses_profile
 
@@ -75,7 +75,7 @@ SUMMARY_COLUMNS = ["selector", "estimator", "budget", "mode", "tau", "tokens_per
 DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperature", "seed", "block_size",
                           "top_k", "beam_width", "pool_cap", "ignore_eos", "score_cap",
                           "threads")
-AR_KEY = ("ar", "none", 1, "")
+AR_KEY = AR_JOB.key
 
 
 # ---------------------------------------------------------------------------------------- prompts
@@ -121,7 +121,7 @@ def pending_work(prompts: list[dict], jobs: list[Job], done: set[tuple]) -> list
     work = []
     for prompt in prompts:
         left = [job for job in jobs
-                if (prompt["id"], job.selector, job.estimator, job.budget, job.mode, prompt["sha"]) not in done]
+                if (prompt["id"], *job.key, prompt["sha"]) not in done]
         ar_done = (prompt["id"], *AR_KEY, prompt["sha"]) in done
         if left or not ar_done:
             work.append((prompt, left))
@@ -543,7 +543,7 @@ def _sweep(args, group: Group) -> int:
         journal.unlink()
 
     wanted = {(p["id"], *AR_KEY, p["sha"]) for p in chosen}
-    wanted |= {(p["id"], j.selector, j.estimator, j.budget, j.mode, p["sha"]) for p in chosen for j in jobs}
+    wanted |= {(p["id"], *j.key, p["sha"]) for p in chosen for j in jobs}
     plan_rows = [r for r in ordered if (*row_key(r), r.get("prompt_sha")) in wanted]
     summary = summarise(plan_rows, args.selectors)
     pd.DataFrame(summary, columns=SUMMARY_COLUMNS).to_csv(out / "summary.csv", index=False)

@@ -39,6 +39,11 @@ class Job:
     def settings(self, config: DecodeConfig) -> DecodeConfig:
         return config.with_run(self.selector, self.estimator, self.budget, self.mode)
 
+    @property
+    def key(self) -> tuple:
+        """The job's configuration in the shape of `group_key` (a row's)."""
+        return self.selector, self.estimator, self.budget, self.mode
+
 
 AR_JOB = Job("ar", "none", 1)
 
@@ -156,7 +161,7 @@ def aggregate(rows: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         groups.setdefault(group_key(row), []).append(row)
-    ar_rate = _rate(groups.get(("ar", "none", 1, ""), []))
+    ar_rate = _rate(groups.get(AR_JOB.key, []))
     out = []
     for (selector, estimator, budget, mode), items in groups.items():
         rate = _rate(items)

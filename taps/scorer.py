@@ -67,6 +67,17 @@ class PoolFeatures:
     edge_group: np.ndarray      # [E] index into `parents` of each edge's parent
 
 
+def parent_groups(pool: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pool's nodes that have children (ascending, as np.unique would give), each edge's index
+    into them (its softmax group), and each such parent's number of children."""
+    up = pool.parents[1:]
+    is_parent = np.zeros(len(pool.tokens), dtype=bool)
+    is_parent[up] = True
+    parents = np.flatnonzero(is_parent)
+    group = (np.cumsum(is_parent) - 1)[up]
+    return parents, group, np.bincount(group, minlength=len(parents))
+
+
 def pool_features(pool: DraftTree, lattice: Lattice) -> PoolFeatures:
     parent = pool.parents[1:]
     depth = pool.depths[1:]
@@ -75,12 +86,8 @@ def pool_features(pool: DraftTree, lattice: Lattice) -> PoolFeatures:
     cum = pool.path_logprob[1:]
     stats = np.stack([lattice.entropy, lattice.margin, lattice.topk_mass], axis=1)       # [H, 3] per depth
     scal = np.column_stack([pool.marginal_logprob[1:], stats[pos], depth / horizon, cum, cum / np.maximum(depth, 1)])
-    is_parent = np.zeros(len(pool.tokens), dtype=bool)
-    is_parent[parent] = True
-    parents = np.flatnonzero(is_parent)              # sorted, as np.unique would give
-    group = (np.cumsum(is_parent) - 1)[parent]
+    parents, group, n_children = parent_groups(pool)
     ppos = pool.depths[parents]                  # children of a parent at depth p sit on lattice row p
-    n_children = np.bincount(group, minlength=len(parents))
     other = np.column_stack([stats[ppos], (ppos + 1) / horizon, pool.path_logprob[parents], np.log(n_children)])
     return PoolFeatures(child_tokens=pool.tokens[1:], parent_tokens=pool.tokens[parent], depth_index=pos,
                         parent_ids=parent, edge_scalars=scal, parents=parents, parent_tokens_p=pool.tokens[parents],
@@ -210,16 +217,15 @@ class ScorerTables:
             self.other_w2, self.other_b2 = v2[0].numpy(), float(c2[0])
         self.width = c.hidden_dim
         self.max_depth = c.max_depth
-        self.dtype = dtype
-        self._row_bias: dict[int, np.ndarray] = {}
+        self._bias_by_horizon: dict[int, np.ndarray] = {}   # row_bias picked for a lattice of H rows
 
     def rows(self, lattice: Lattice) -> np.ndarray:
         """[H, h + h/2]: each lattice row's part of both heads' first layers."""
         hidden = hidden_array(lattice)
         horizon = lattice.depth
-        bias = self._row_bias.get(horizon)
+        bias = self._bias_by_horizon.get(horizon)
         if bias is None:
-            bias = self._row_bias[horizon] = self.row_bias[np.minimum(np.arange(1, horizon + 1), self.max_depth)]
+            bias = self._bias_by_horizon[horizon] = self.row_bias[np.minimum(np.arange(1, horizon + 1), self.max_depth)]
         z = np.column_stack([hidden, lattice.entropy, lattice.margin, lattice.topk_mass,
                              np.arange(1, horizon + 1) / horizon])
         return z @ self.row_weight + bias
@@ -237,11 +243,7 @@ class ScorerTables:
         path = np.column_stack([pool.marginal_logprob[1:], cum, cum / depth])
         x = self.child[tokens[1:]] + self.parent[tokens[up]] + rows[depth - 1, :h] + path @ self.edge_path
         edge = _silu(x) @ self.edge_w2 + self.edge_b2
-        is_parent = np.zeros(len(tokens), dtype=bool)
-        is_parent[up] = True
-        parents = np.flatnonzero(is_parent)                       # children of a parent at depth p sit on row p
-        group = (np.cumsum(is_parent) - 1)[up]
-        n_children = np.bincount(group, minlength=len(parents))
+        parents, group, n_children = parent_groups(pool)   # children of a parent at depth p sit on row p
         y = (self.other_parent[tokens[parents]] + rows[pool.depths[parents], h:]
              + np.column_stack([pool.path_logprob[parents], np.log(n_children)]) @ self.other_path)
         other = _silu(y) @ self.other_w2 + self.other_b2

@@ -56,6 +56,12 @@ def scroll_to(page, locator) -> None:
     page.wait_for_timeout(800)
 
 
+def settled(page) -> None:
+    """Wait until Streamlit's running indicator is gone: a click during a rerun's redraw can land
+    on a button that is being replaced and be lost (as the browser tests do before each click)."""
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden")
+
+
 def shoot(url: str, out: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
@@ -105,7 +111,10 @@ def shoot(url: str, out: Path) -> None:
         page.wait_for_timeout(2500)
 
         page.goto(f"{url}/Race_and_sweep")
-        page.get_by_role("button", name="Race", exact=True).click()
+        race = page.get_by_role("button", name="Race", exact=True)
+        race.wait_for()
+        settled(page)
+        race.click()
         page.get_by_text("measured speed-up over AR").first.wait_for()
         page.wait_for_timeout(2000)
         scroll_to(page, page.locator('[data-testid="stPlotlyChart"]'))
@@ -116,6 +125,7 @@ def shoot(url: str, out: Path) -> None:
         limit.fill("3")
         limit.press("Enter")
         page.wait_for_timeout(1500)
+        settled(page)
         page.get_by_role("button", name="Find failures").click()
         page.get_by_text("Checked").first.wait_for()
         page.wait_for_timeout(2500)

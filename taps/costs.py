@@ -33,7 +33,7 @@ import torch
 
 from .config import run_label
 
-PROFILE_FORMAT = 2
+PROFILE_FORMAT = 3
 OVERHEAD_BUDGET = 32            # policies' per-round overheads are measured at this budget
 PROFILE_PROMPT = ('def parse_config(path):\n    """Read a key = value file into a dict."""\n    result = {}\n'
                   '    with open(path) as fh:\n        for line in fh:\n            line = line.strip()\n')

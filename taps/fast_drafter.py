@@ -1,10 +1,13 @@
 """The drafter at inference: the same computation as `DFlashDrafter`, arranged for few, large ops.
 
 What changes against the training module (`taps.drafter.DFlashDrafter`):
-- q, k, v projections fused into one matrix (k, v into one for the context), gate and up too;
+- q, k, v projections fused into one matrix, gate and up too; queries and keys with each rotary
+  pair side by side, so that rotary embedding is one complex product;
 - RMSNorm as one fused op; rotary tables computed once for every position;
 - the context keys/values live in buffers allocated once per session and written in place
-  (no concatenation of the whole cache each round); the block's own keys/values are written just
+  (no concatenation of the whole cache each round); the target features committed since the last
+  draft go through each layer's qkv projection together with the block's rows (one call, not a
+  separate pass to extend the cache), and their keys/values and the block's are written just
   after the context and attended in place;
 - grouped-query attention without repeating keys/values (`enable_gqa`);
 - optionally, `precision="int8"`: the drafter's linear layers and its copy of the lm_head run with
@@ -43,18 +46,29 @@ def _quantize(module: nn.Module) -> nn.Module:
         return quantize_dynamic(module, {nn.Linear}, dtype=torch.qint8)
 
 
+def _interleave(head_dim: int) -> torch.Tensor:
+    """The order that puts each rotary pair (i, i + head_dim/2) side by side: 0, h/2, 1, h/2+1, ..."""
+    half = head_dim // 2
+    return torch.stack([torch.arange(half), torch.arange(half, head_dim)], dim=1).flatten()
+
+
 class _Layer(nn.Module):
     def __init__(self, layer, eps: float):
         super().__init__()
         attn = layer.self_attn
         self.heads, self.kv_heads, self.head_dim = attn.num_heads, attn.num_kv_heads, attn.head_dim
-        self.qkv = _linear(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]))
-        self.kv = _linear(torch.cat([attn.k_proj.weight, attn.v_proj.weight]))
+        # Queries and keys with each head's rotary pairs side by side, so that rotary embedding is
+        # one complex product; q.k is unchanged since both are permuted alike (values are not).
+        order = _interleave(self.head_dim).to(attn.q_proj.weight.device)
+        q = attn.q_proj.weight.view(self.heads, self.head_dim, -1)[:, order].flatten(0, 1)
+        k = attn.k_proj.weight.view(self.kv_heads, self.head_dim, -1)[:, order].flatten(0, 1)
+        self.qkv = _linear(torch.cat([q, k, attn.v_proj.weight]))
         self.o = _linear(attn.o_proj.weight)
         self.gate_up = _linear(torch.cat([layer.mlp.gate_proj.weight, layer.mlp.up_proj.weight]))
         self.down = _linear(layer.mlp.down_proj.weight)
         self.intermediate = layer.mlp.gate_proj.weight.shape[0]
-        self.q_norm, self.k_norm = attn.q_norm.weight.detach(), attn.k_norm.weight.detach()
+        q_norm, k_norm = attn.q_norm.weight.detach()[order], attn.k_norm.weight.detach()[order]
+        self.qk_norm = torch.cat([q_norm.expand(self.heads, -1), k_norm.expand(self.kv_heads, -1)]).unsqueeze(1)
         self.in_norm = layer.input_layernorm.weight.detach()
         self.post_norm = layer.post_attention_layernorm.weight.detach()
         self.eps = eps
@@ -83,31 +97,32 @@ class FastDrafter(nn.Module):
         with torch.no_grad():
             positions = torch.arange(self.capacity, device=self.device).view(1, -1)
             cos, sin = drafter.rotary_emb(torch.zeros(1, device=self.device, dtype=self.dtype), positions)
-        self.cos, self.sin = cos[0], sin[0]                                   # [P, head_dim]
+        half = cos.shape[-1] // 2
+        rotary_dtype = torch.float64 if self.dtype == torch.float64 else torch.float32
+        # e^{i theta} per position and rotary pair: [P, head_dim / 2], complex
+        self.rotary = torch.complex(cos[0, :, :half].to(rotary_dtype), sin[0, :, :half].to(rotary_dtype))
         if precision == "int8":
             if self.device.type != "cpu" or self.dtype != torch.float32:
                 raise ValueError("int8 drafter precision needs a float32 pair on the CPU; use 'same' or 'bfloat16'")
             for layer in self.layers:
-                for name in ("qkv", "kv", "o", "gate_up", "down"):
+                for name in ("qkv", "o", "gate_up", "down"):
                     setattr(layer, name, _quantize(nn.Sequential(getattr(layer, name))))
             self.fc = _quantize(nn.Sequential(self.fc))
             self.lm_head = _quantize(nn.Sequential(self.lm_head))
         elif precision == "bfloat16":
-            self.compute = torch.bfloat16
             self.to(torch.bfloat16)
-            self.cos, self.sin = self.cos.to(torch.bfloat16), self.sin.to(torch.bfloat16)
             self.hidden_norm, self.norm = self.hidden_norm.to(torch.bfloat16), self.norm.to(torch.bfloat16)
             for layer in self.layers:
-                for name in ("q_norm", "k_norm", "in_norm", "post_norm"):
+                for name in ("qk_norm", "in_norm", "post_norm"):
                     setattr(layer, name, getattr(layer, name).to(torch.bfloat16))
         self.compute = torch.bfloat16 if precision == "bfloat16" else self.dtype
 
     def _rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        """x [heads, n, head_dim] at positions start..start+n-1."""
-        n, half = x.shape[1], x.shape[-1] // 2
-        cos, sin = self.cos[start:start + n], self.sin[start:start + n]
-        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * cos + rotated * sin
+        """x [heads, n, head_dim] (rotary pairs side by side) at positions start..start+n-1."""
+        heads, n, dim = x.shape
+        pairs = x.to(self.rotary.real.dtype).reshape(heads, n, dim // 2, 2)
+        turned = torch.view_as_complex(pairs) * self.rotary[start:start + n]
+        return torch.view_as_real(turned).view(heads, n, dim).to(x.dtype)
 
     def new_buffers(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         shape = lambda layer: (layer.kv_heads, self.capacity, layer.head_dim)  # noqa: E731
@@ -115,31 +130,30 @@ class FastDrafter(nn.Module):
         values = [torch.zeros(shape(layer), device=self.device, dtype=self.compute) for layer in self.layers]
         return keys, values
 
-    def extend(self, keys, values, length: int, features: torch.Tensor) -> None:
-        """Project the context features [n, F] of positions length..length+n-1 into the buffers."""
-        n = features.shape[0]
-        ctx = F.rms_norm(self.fc(features.to(self.compute)), (self.hidden_norm.shape[0],), self.hidden_norm, self.eps)
-        for layer, k_buf, v_buf in zip(self.layers, keys, values):
-            kv = layer.kv(ctx).view(n, 2 * layer.kv_heads, layer.head_dim).transpose(0, 1)
-            k, v = kv[: layer.kv_heads], kv[layer.kv_heads:]
-            k = F.rms_norm(k, (layer.head_dim,), layer.k_norm, self.eps)
-            k_buf[:, length:length + n] = self._rope(k, length)
-            v_buf[:, length:length + n] = v
+    def block(self, keys, values, length: int, embeds: torch.Tensor,
+              features: torch.Tensor | None = None) -> torch.Tensor:
+        """Hidden states [n, d] (after the final norm) of a block [n, d].
 
-    def block(self, keys, values, length: int, embeds: torch.Tensor) -> torch.Tensor:
-        """Hidden states [n, d] (after the final norm) of a block [n, d] that starts at `length`."""
+        `features` [m, F] are target features of positions length..length+m-1 that the buffers do not
+        hold yet: their keys/values come out of the same projections as the block's (the rows go
+        through each layer's qkv together) and are written to the buffers; the block starts at
+        length+m. Without features the block starts at `length`.
+        """
         hidden = embeds.to(self.compute)
         n, d = hidden.shape
-        end = length + n
+        m = 0 if features is None else features.shape[0]
+        if m:
+            ctx = F.rms_norm(self.fc(features.to(self.compute)), (d,), self.hidden_norm, self.eps)
+        end = length + m + n
         for layer, k_buf, v_buf in zip(self.layers, keys, values):
             x = F.rms_norm(hidden, (d,), layer.in_norm, self.eps)
             h, kvh, hd = layer.heads, layer.kv_heads, layer.head_dim
-            qkv = layer.qkv(x).view(n, h + 2 * kvh, hd).transpose(0, 1)
-            q = self._rope(F.rms_norm(qkv[:h], (hd,), layer.q_norm, self.eps), length)
-            k = self._rope(F.rms_norm(qkv[h:h + kvh], (hd,), layer.k_norm, self.eps), length)
-            k_buf[:, length:end] = k               # the block's keys/values just after the context,
-            v_buf[:, length:end] = qkv[h + kvh:]   # overwritten when real context arrives there
-            out = F.scaled_dot_product_attention(q.unsqueeze(0), k_buf[:, :end].unsqueeze(0),
+            rows = torch.cat([ctx, x]) if m else x
+            qkv = layer.qkv(rows).view(m + n, h + 2 * kvh, hd).transpose(0, 1)
+            qk = self._rope(F.rms_norm(qkv[:h + kvh], (hd,), None, self.eps) * layer.qk_norm, length)
+            k_buf[:, length:end] = qk[h:]           # the block's keys/values just after the context,
+            v_buf[:, length:end] = qkv[h + kvh:]    # overwritten when real context arrives there
+            out = F.scaled_dot_product_attention(qk[:h, m:].unsqueeze(0), k_buf[:, :end].unsqueeze(0),
                                                  v_buf[:, :end].unsqueeze(0), enable_gqa=h != kvh)
             hidden = hidden + layer.o(out[0].transpose(0, 1).reshape(n, h * hd))
             x = F.rms_norm(hidden, (d,), layer.post_norm, self.eps)
@@ -180,16 +194,17 @@ class DraftContext:
         self.pending = features if self.pending is None else torch.cat([self.pending, features], dim=0)
 
     def draft(self, root: int, depth: int, embed) -> torch.Tensor:
-        """Hidden states [depth, d] of the block [root, MASK x depth] after the committed context."""
-        if self.pending is not None:
-            self.fast.extend(self.keys, self.values, self.length, self.pending)
-            self.length += self.pending.shape[0]
-            self.pending = None
-        if self.length + depth + 1 > self.fast.capacity:
+        """Hidden states [depth, d] of the block [root, MASK x depth] after the committed context
+        (the queued features are projected in the same pass)."""
+        pending = 0 if self.pending is None else self.pending.shape[0]
+        if self.length + pending + depth + 1 > self.fast.capacity:
             raise RuntimeError("the draft block runs past the drafter's context")
         block = torch.full((depth + 1,), self.mask_token_id, device=self.fast.device)
         block[0] = root
-        return self.fast.block(self.keys, self.values, self.length, embed(block))[1:]
+        hidden = self.fast.block(self.keys, self.values, self.length, embed(block), self.pending)
+        self.length += pending
+        self.pending = None
+        return hidden[1:]
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.fast.logits(hidden)

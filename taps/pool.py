@@ -42,13 +42,13 @@ class Lattice:
         logp = torch.log_softmax(scaled, dim=-1)
         k = min(k, logp.shape[-1])
         top_lp, top_ids = logp.topk(k, dim=-1)
-        probs = logp.exp()
-        entropy = -(probs * logp).sum(-1)
-        top2 = top_lp[:, :2].exp()
-        margin = top2[:, 0] - (top2[:, 1] if k > 1 else 0.0)
-        return cls(tokens=top_ids.cpu().numpy(), logprobs=top_lp.double().cpu().numpy(),
-                   entropy=entropy.double().cpu().numpy(), margin=margin.double().cpu().numpy(),
-                   topk_mass=top_lp.exp().sum(-1).double().cpu().numpy(), hidden=hidden)
+        neg_entropy = torch.linalg.vecdot(logp.exp(), logp)
+        # The rest is [H, K] and [H] numbers: numpy, in float64, rather than more tensor calls.
+        top = top_lp.cpu().numpy().astype(np.float64)
+        top_p = np.exp(top)
+        margin = top_p[:, 0] - (top_p[:, 1] if k > 1 else 0.0)
+        return cls(tokens=top_ids.cpu().numpy(), logprobs=top, entropy=-neg_entropy.cpu().numpy().astype(np.float64),
+                   margin=margin, topk_mass=top_p.sum(-1), hidden=hidden)
 
 
 def tree_from_nodes(root_token: int, nodes, lattice: Lattice) -> DraftTree:

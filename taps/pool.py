@@ -9,7 +9,7 @@ depth, keeping the best W children per depth, up to a pool cap: a prefix-closed 
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -21,10 +21,26 @@ from .tree import DraftTree, accumulate_down
 class Lattice:
     tokens: np.ndarray      # [H, K] token ids, best first
     logprobs: np.ndarray    # [H, K] drafter log-probs of those tokens
-    entropy: np.ndarray     # [H] entropy of each position's marginal (nats)
     margin: np.ndarray      # [H] top1 - top2 probability
     topk_mass: np.ndarray   # [H] probability mass of the top-K
     hidden: torch.Tensor | None = None  # [H, d] drafter hidden states (for the learned scorer)
+    full_logprobs: torch.Tensor | None = field(default=None, repr=False)  # [H, V], for the entropy
+    _entropy: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def entropy(self) -> np.ndarray:
+        """[H] entropy of each position's marginal (nats). Only the learned scorer reads it, so it is
+        computed from the full log-probs on first use (in the estimate stage), not in every draft."""
+        if self._entropy is None:
+            logp = self.full_logprobs
+            self._entropy = -torch.linalg.vecdot(logp.exp(), logp).cpu().numpy().astype(np.float64)
+        return self._entropy
+
+    def drop_full(self) -> "Lattice":
+        """Compute the entropy now and let the [H, V] log-probs go (for lattices kept in bulk)."""
+        _ = self.entropy
+        self.full_logprobs = None
+        return self
 
     @property
     def depth(self) -> int:
@@ -42,13 +58,12 @@ class Lattice:
         logp = torch.log_softmax(scaled, dim=-1)
         k = min(k, logp.shape[-1])
         top_lp, top_ids = logp.topk(k, dim=-1)
-        neg_entropy = torch.linalg.vecdot(logp.exp(), logp)
-        # The rest is [H, K] and [H] numbers: numpy, in float64, rather than more tensor calls.
+        # The rest is [H, K] numbers: numpy, in float64, rather than more tensor calls.
         top = top_lp.cpu().numpy().astype(np.float64)
         top_p = np.exp(top)
         margin = top_p[:, 0] - (top_p[:, 1] if k > 1 else 0.0)
-        return cls(tokens=top_ids.cpu().numpy(), logprobs=top, entropy=-neg_entropy.cpu().numpy().astype(np.float64),
-                   margin=margin, topk_mass=top_p.sum(-1), hidden=hidden)
+        return cls(tokens=top_ids.cpu().numpy(), logprobs=top, margin=margin, topk_mass=top_p.sum(-1),
+                   hidden=hidden, full_logprobs=logp)
 
 
 def tree_from_nodes(root_token: int, nodes, lattice: Lattice) -> DraftTree:

@@ -90,6 +90,28 @@ def test_utility_selection_prefix_closed_within_caps(seed, budget, cap):
     assert (~has_child[1:]).sum() <= cap
 
 
+@given(st.integers(0, 10_000), st.integers(1, 6), st.integers(2, 40), st.integers(1, 12),
+       st.sampled_from([0.0, 0.7]))
+@settings(max_examples=30, deadline=None)
+def test_lattice_statistics_are_what_they_say(seed, depth, vocab, k, temperature):
+    """Top-K tokens and log-probs, margin, top-K mass and the entropy (computed on first use, and
+    kept when the full log-probs are dropped) against their definitions in float64."""
+    logits = torch.randn(depth, vocab, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 3
+    lattice = Lattice.from_logits(logits, k, temperature=temperature)
+    k = min(k, vocab)
+    logp = torch.log_softmax(logits.float().double() / (temperature or 1.0), dim=-1)
+    top, ids = logp.topk(k, dim=-1)
+    p = top.exp()
+    assert lattice.width == k and lattice.depth == depth
+    np.testing.assert_allclose(lattice.logprobs, top.numpy(), atol=1e-5)
+    assert (np.take_along_axis(logp.numpy(), lattice.tokens, 1) >= top[:, -1:].numpy() - 1e-5).all()
+    np.testing.assert_allclose(lattice.margin, (p[:, 0] - (p[:, 1] if k > 1 else 0)).numpy(), atol=1e-5)
+    np.testing.assert_allclose(lattice.topk_mass, p.sum(-1).numpy(), atol=1e-5)
+    entropy = -(logp.exp() * logp).sum(-1).numpy()
+    assert lattice.drop_full().full_logprobs is None
+    np.testing.assert_allclose(lattice.entropy, entropy, atol=1e-4)
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), width=st.integers(1, 6), cap=st.integers(1, 40))
 def test_candidate_pool_is_a_beam(seed, width, cap):

@@ -130,6 +130,7 @@ def collect_traces(pair, seqs: np.ndarray, prompt_len: int, count: int, tc: Scor
             edge_prob = probs[parents, children].double().cpu().numpy()
             edge_greedy = (logits.argmax(-1)[parents] == children).double().cpu().numpy()
             lattice.hidden = lattice.hidden.cpu()
+            lattice.drop_full()
             traces.append(Trace(pool, lattice, edge_prob, edge_greedy))
             progress.update(len(traces))
             if len(traces) >= count:

@@ -26,24 +26,31 @@ from torch import nn
 PRECISIONS = ("same", "int8", "bfloat16")
 
 
-def _linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> nn.Linear:
-    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device=weight.device,
-                      dtype=weight.dtype)
-    with torch.no_grad():
-        layer.weight.copy_(weight)
-        if bias is not None:
-            layer.bias.copy_(bias)
-    return layer.eval().requires_grad_(False)
+def _projection(weight: torch.Tensor, bias: torch.Tensor | None, precision: str):
+    """x -> x @ weight.T (+ bias) at the drafter's inference precision, as one operator call with
+    no module machinery around it (a draft makes ten of these calls)."""
+    weight = weight.detach()
+    bias = None if bias is None else bias.detach()
+    if precision == "int8":
+        import warnings
 
+        from torch.ao.quantization import quantize_dynamic
 
-def _quantize(module: nn.Module) -> nn.Module:
-    import warnings
-
-    from torch.ao.quantization import quantize_dynamic
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")          # the quantized-tensor API warns of its future
-        return quantize_dynamic(module, {nn.Linear}, dtype=torch.qint8)
+        linear = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, dtype=weight.dtype)
+        with torch.no_grad():
+            linear.weight.copy_(weight)
+            if bias is not None:
+                linear.bias.copy_(bias)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")          # the quantized-tensor API warns of its future
+            packed = quantize_dynamic(nn.Sequential(linear.eval()), {nn.Linear}, dtype=torch.qint8)[0]._packed_params
+        packed = packed._packed_params               # int8 weights per output channel, prepacked
+        return lambda x: torch.ops.quantized.linear_dynamic(x, packed, True)
+    if precision == "bfloat16":
+        weight = weight.to(torch.bfloat16)
+        bias = None if bias is None else bias.to(torch.bfloat16)
+    weight = weight.contiguous()
+    return lambda x: F.linear(x, weight, bias)
 
 
 def _interleave(head_dim: int) -> torch.Tensor:
@@ -52,9 +59,8 @@ def _interleave(head_dim: int) -> torch.Tensor:
     return torch.stack([torch.arange(half), torch.arange(half, head_dim)], dim=1).flatten()
 
 
-class _Layer(nn.Module):
-    def __init__(self, layer, eps: float):
-        super().__init__()
+class _Layer:
+    def __init__(self, layer, precision: str, compute: torch.dtype):
         attn = layer.self_attn
         self.heads, self.kv_heads, self.head_dim = attn.num_heads, attn.num_kv_heads, attn.head_dim
         # Queries and keys with each head's rotary pairs side by side, so that rotary embedding is
@@ -62,38 +68,39 @@ class _Layer(nn.Module):
         order = _interleave(self.head_dim).to(attn.q_proj.weight.device)
         q = attn.q_proj.weight.view(self.heads, self.head_dim, -1)[:, order].flatten(0, 1)
         k = attn.k_proj.weight.view(self.kv_heads, self.head_dim, -1)[:, order].flatten(0, 1)
-        self.qkv = _linear(torch.cat([q, k, attn.v_proj.weight]))
-        self.o = _linear(attn.o_proj.weight)
-        self.gate_up = _linear(torch.cat([layer.mlp.gate_proj.weight, layer.mlp.up_proj.weight]))
-        self.down = _linear(layer.mlp.down_proj.weight)
+        self.qkv = _projection(torch.cat([q, k, attn.v_proj.weight]), None, precision)
+        self.o = _projection(attn.o_proj.weight, None, precision)
+        self.gate_up = _projection(torch.cat([layer.mlp.gate_proj.weight, layer.mlp.up_proj.weight]), None, precision)
+        self.down = _projection(layer.mlp.down_proj.weight, None, precision)
         self.intermediate = layer.mlp.gate_proj.weight.shape[0]
         q_norm, k_norm = attn.q_norm.weight.detach()[order], attn.k_norm.weight.detach()[order]
-        self.qk_norm = torch.cat([q_norm.expand(self.heads, -1), k_norm.expand(self.kv_heads, -1)]).unsqueeze(1)
-        self.in_norm = layer.input_layernorm.weight.detach()
-        self.post_norm = layer.post_attention_layernorm.weight.detach()
-        self.eps = eps
+        qk_norm = torch.cat([q_norm.expand(self.heads, -1), k_norm.expand(self.kv_heads, -1)]).unsqueeze(1)
+        self.qk_norm = qk_norm.to(compute)
+        self.in_norm = layer.input_layernorm.weight.detach().to(compute)
+        self.post_norm = layer.post_attention_layernorm.weight.detach().to(compute)
 
 
-class FastDrafter(nn.Module):
+class FastDrafter:
     """Fused, inference-only weights of a `DFlashDrafter` (built once per pair and precision)."""
 
     def __init__(self, drafter, lm_head: nn.Module, precision: str = "same"):
-        super().__init__()
         if precision not in PRECISIONS:
             raise ValueError(f"unknown drafter precision '{precision}': choose one of {', '.join(PRECISIONS)}")
         cfg = drafter.config
+        weight = next(drafter.parameters())
+        self.device, self.dtype = weight.device, weight.dtype
+        if precision == "int8" and (self.device.type != "cpu" or self.dtype != torch.float32):
+            raise ValueError("int8 drafter precision needs a float32 pair on the CPU; use 'same' or 'bfloat16'")
         self.precision = precision
+        self.compute = torch.bfloat16 if precision == "bfloat16" else self.dtype
         self.block_size = drafter.block_size
         self.eps = cfg.rms_norm_eps
         self.capacity = int(cfg.max_position_embeddings) + drafter.block_size
-        weight = next(drafter.parameters())
-        self.device, self.dtype = weight.device, weight.dtype
-        self.layers = nn.ModuleList([_Layer(layer, self.eps) for layer in drafter.layers])
-        self.fc = _linear(drafter.fc.weight)
-        self.hidden_norm = drafter.hidden_norm.weight.detach()
-        self.norm = drafter.norm.weight.detach()
-        head = lm_head.weight.detach()
-        self.lm_head = _linear(head, getattr(lm_head, "bias", None))
+        self.layers = [_Layer(layer, precision, self.compute) for layer in drafter.layers]
+        self.fc = _projection(drafter.fc.weight, None, precision)
+        self.hidden_norm = drafter.hidden_norm.weight.detach().to(self.compute)
+        self.norm = drafter.norm.weight.detach().to(self.compute)
+        self.lm_head = _projection(lm_head.weight, getattr(lm_head, "bias", None), precision)
         with torch.no_grad():
             positions = torch.arange(self.capacity, device=self.device).view(1, -1)
             cos, sin = drafter.rotary_emb(torch.zeros(1, device=self.device, dtype=self.dtype), positions)
@@ -101,28 +108,15 @@ class FastDrafter(nn.Module):
         rotary_dtype = torch.float64 if self.dtype == torch.float64 else torch.float32
         # e^{i theta} per position and rotary pair: [P, head_dim / 2], complex
         self.rotary = torch.complex(cos[0, :, :half].to(rotary_dtype), sin[0, :, :half].to(rotary_dtype))
-        if precision == "int8":
-            if self.device.type != "cpu" or self.dtype != torch.float32:
-                raise ValueError("int8 drafter precision needs a float32 pair on the CPU; use 'same' or 'bfloat16'")
-            for layer in self.layers:
-                for name in ("qkv", "o", "gate_up", "down"):
-                    setattr(layer, name, _quantize(nn.Sequential(getattr(layer, name))))
-            self.fc = _quantize(nn.Sequential(self.fc))
-            self.lm_head = _quantize(nn.Sequential(self.lm_head))
-        elif precision == "bfloat16":
-            self.to(torch.bfloat16)
-            self.hidden_norm, self.norm = self.hidden_norm.to(torch.bfloat16), self.norm.to(torch.bfloat16)
-            for layer in self.layers:
-                for name in ("qk_norm", "in_norm", "post_norm"):
-                    setattr(layer, name, getattr(layer, name).to(torch.bfloat16))
-        self.compute = torch.bfloat16 if precision == "bfloat16" else self.dtype
+        self.rotary_dtype = rotary_dtype
 
     def _rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
         """x [heads, n, head_dim] (rotary pairs side by side) at positions start..start+n-1."""
         heads, n, dim = x.shape
-        pairs = x.to(self.rotary.real.dtype).reshape(heads, n, dim // 2, 2)
-        turned = torch.view_as_complex(pairs) * self.rotary[start:start + n]
-        return torch.view_as_real(turned).view(heads, n, dim).to(x.dtype)
+        wide = x if x.dtype == self.rotary_dtype else x.to(self.rotary_dtype)
+        turned = torch.view_as_complex(wide.reshape(heads, n, dim // 2, 2)) * self.rotary[start:start + n]
+        out = torch.view_as_real(turned).view(heads, n, dim)
+        return out if out.dtype == x.dtype else out.to(x.dtype)
 
     def new_buffers(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         shape = lambda layer: (layer.kv_heads, self.capacity, layer.head_dim)  # noqa: E731

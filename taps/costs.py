@@ -31,6 +31,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from . import kernels
 from .config import run_label
 
 PROFILE_FORMAT = 3
@@ -74,13 +75,15 @@ class LatencyProfile:
     def best_size(self, reach_desc: np.ndarray, max_size: int, policy: str | None = None) -> int:
         """The m <= max_size maximising (1 + sum of the top-m reach) / (overhead + t_verify(m))."""
         n = min(max_size, len(reach_desc))
+        if kernels.available:
+            return int(kernels.best_size(np.asarray(reach_desc, dtype=np.float64), self.round_times(policy, n)))
         expected = np.empty(n + 1)
         expected[0] = 0.0
         np.cumsum(reach_desc[:n], out=expected[1:])
         expected += 1.0
-        return int(np.argmax(expected / self._round_times(policy, n)))
+        return int(np.argmax(expected / self.round_times(policy, n)))
 
-    def _round_times(self, policy: str | None, n: int) -> np.ndarray:
+    def round_times(self, policy: str | None, n: int) -> np.ndarray:
         """round_time(policy, 0..n), kept per (policy, n): a round's size choice is then a cumsum,
         a division and an argmax (the profile is not changed once measured or loaded)."""
         cache = self.__dict__.setdefault("_times", {})
@@ -118,13 +121,15 @@ class LatencyProfile:
 # ------------------------------------------------------------------------------------ keys, paths
 def profile_key(pair) -> dict:
     """Everything that changes a profile: the format, the pair's contents, device, precision and
-    thread count (and the drafter's inference precision)."""
+    thread count, the drafter's inference precision, and whether the selection work runs compiled
+    (numba) or in numpy (the per-round overheads differ)."""
     device = torch.device(pair.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"format": PROFILE_FORMAT, "pair": pair.name, "fingerprint": getattr(pair, "fingerprint", ""),
             "device": device.type, "device_name": name, "dtype": str(pair.dtype).replace("torch.", ""),
             "drafter_precision": getattr(pair, "drafter_precision", "same"),
-            "threads": torch.get_num_threads() if device.type == "cpu" else 0}
+            "threads": torch.get_num_threads() if device.type == "cpu" else 0,
+            "selection": "numba" if kernels.available else "numpy"}
 
 
 def cache_root() -> Path:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import kernels
 from .config import ESTIMATORS
 from .pool import Lattice
 from .scorer import ScorerTables
@@ -31,7 +32,10 @@ def reach_from_edges(parents: np.ndarray, edge_q: np.ndarray, depths: np.ndarray
         for i in range(1, len(parents)):
             reach[i] = reach[parents[i]] * edge_q[i]
         return reach
-    q = np.asarray(edge_q, dtype=np.float64).copy()
+    q = np.asarray(edge_q, dtype=np.float64)
+    if kernels.available:
+        return kernels.reach_from_edges(parents, q)
+    q = q.copy()
     q[0] = 1.0
     return accumulate_down(parents, depths, q, np.multiply)
 
@@ -150,6 +154,7 @@ def scorer_tables(pair) -> ScorerTables:
     if key not in _TABLES:
         _TABLES.clear()                      # one pair's tables at a time (they hold the vocabulary)
         _TABLES[key] = ScorerTables(pair.scorer, pair.target.get_input_embeddings())
+        _TABLES[key].warm_up()
     return _TABLES[key]
 
 

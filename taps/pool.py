@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from . import kernels
 from .tree import DraftTree, accumulate_down
 
 
@@ -151,6 +152,11 @@ def heap_tree(root_token: int, lattice: Lattice, count: int, width: int, frontie
     ranks, popped by DDTree's heap, as a DraftTree in the order popped (a path's score never rises
     as it grows, so they are prefix-closed); with `frontier`, the heap's remaining nodes follow,
     best first. Built straight from the heap's lists: the path scores are the heap's own sums."""
+    if kernels.available:
+        tokens, parents, depths, ranks, step, path = kernels.best_first(
+            lattice.logprobs, lattice.tokens, int(root_token), int(count), int(width), bool(frontier))
+        return DraftTree(tokens=tokens, parents=parents, depths=depths, ranks=ranks, marginal_logprob=step,
+                         path_logprob=path, reach=np.exp(path))
     parents, depths, ranks, path, heap = _best_first(lattice, count, width)
     if frontier:
         for neg, _, parent, depth, rank in sorted(heap):

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from . import kernels
 from .pool import Lattice
 from .tree import DraftTree
 
@@ -219,6 +220,15 @@ class ScorerTables:
         self.max_depth = c.max_depth
         self._bias_by_horizon: dict[int, np.ndarray] = {}   # row_bias picked for a lattice of H rows
 
+    def warm_up(self) -> None:
+        """Compile (or load) the scorer's kernel for these tables before a session's first round."""
+        if kernels.available:
+            from .pool import heap_tree
+
+            hidden = torch.zeros(2, self.row_weight.shape[0] - 4)
+            lattice = Lattice.from_logits(torch.arange(8.0).repeat(2, 1), 4, hidden=hidden)
+            self.edge_probs(heap_tree(0, lattice, 4, 4), lattice)
+
     def rows(self, lattice: Lattice) -> np.ndarray:
         """[H, h + h/2]: each lattice row's part of both heads' first layers."""
         hidden = hidden_array(lattice)
@@ -237,6 +247,11 @@ class ScorerTables:
             return np.ones(1)
         rows = self.rows(lattice)
         h = self.width
+        if kernels.available:
+            return kernels.scorer_edge_probs(pool.tokens, pool.parents, pool.depths, pool.marginal_logprob,
+                                             pool.path_logprob, rows, self.child, self.parent, self.other_parent,
+                                             self.edge_path, self.other_path, self.edge_w2, self.edge_b2,
+                                             self.other_w2, self.other_b2, h)
         tokens, up = pool.tokens, pool.parents[1:]
         depth = pool.depths[1:]
         cum = pool.path_logprob[1:]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import kernels
 from .config import SELECTORS, TAPS_MODES, DecodeConfig, run_label
 from .costs import LatencyProfile
 from .estimate import Estimator
@@ -88,6 +89,9 @@ class DDTreeSelector(Selector):
             # the popped nodes come in best-first order, so their scores are already descending
             size = ctx.profile.best_size(pool.reach[1: size + 1], size, "ddtree")
         return np.arange(size + 1)
+
+
+_NO_TIMES = np.empty(0)        # select without cost sizing
 
 
 def reach_order(reach: np.ndarray) -> np.ndarray:
@@ -157,8 +161,12 @@ class TapsSelector(Selector):
             return utility_selection(pool, pool.reach, cfg.budget, cfg.lambda_node, cfg.lambda_depth,
                                      cfg.endpoint_cap)
         size = min(cfg.budget, pool.size)
+        cost = cfg.taps_mode == "cost" and ctx.profile is not None
+        if kernels.available:
+            times = ctx.profile.round_times(run_label("taps", cfg.estimator), size) if cost else _NO_TIMES
+            return kernels.top_by_reach(pool.reach, size, times)
         order = reach_order(pool.reach)
-        if cfg.taps_mode == "cost" and ctx.profile is not None:
+        if cost:
             size = ctx.profile.best_size(pool.reach[order], size, run_label("taps", cfg.estimator))
         return top_by_reach(pool.reach, size, order)
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 import torch
 from transformers import DynamicCache
 
-from . import costs
+from . import costs, kernels
 from .config import DecodeConfig
 from .costs import LatencyProfile
 from .estimate import make_estimator
@@ -65,6 +65,7 @@ class DecodeSession:
     @torch.inference_mode()
     def _start(self, prompt_ids: list[int]) -> None:
         cfg, pair = self.config, self.pair
+        kernels.warm_up()                             # compiled selection kernels: once per process
         self.prompt_ids = list(prompt_ids)
         self.tokens: list[int] = list(prompt_ids)          # committed sequence (prompt + generated)
         self.rounds: list[Round] = []

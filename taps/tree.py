@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import kernels
+
 _PYTHON_OPS = {np.add: operator.add, np.multiply: operator.mul, np.logical_and: operator.and_}
 
 
@@ -67,7 +69,14 @@ class DraftTree:
 
     def subtree(self, keep: np.ndarray) -> "DraftTree":
         """The tree restricted to node indices `keep` (must contain 0 and be prefix-closed)."""
-        keep = np.sort(np.asarray(keep, dtype=np.int64))
+        keep = np.asarray(keep, dtype=np.int64)
+        if kernels.available and keep.size and keep.min() == 0:
+            closed, *arrays = kernels.subtree(keep, self.tokens, self.parents, self.depths, self.ranks,
+                                              self.marginal_logprob, self.path_logprob, self.reach)
+            if not closed:
+                raise ValueError("subtree is not prefix-closed")
+            return DraftTree(*arrays)
+        keep = np.sort(keep)
         if keep.size == 0 or keep[0] != 0:
             raise ValueError("a subtree must keep the root")
         remap = np.full(len(self.tokens), -1, dtype=np.int64)
@@ -100,6 +109,8 @@ class DraftTree:
 
     def is_prefix_closed(self) -> bool:
         p = self.parents
+        if kernels.available:
+            return bool(kernels.prefix_closed(p, self.depths))
         return bool(p[0] == -1 and np.all((p[1:] >= 0) & (p[1:] < np.arange(1, len(p))))
                     and np.all(self.depths[1:] == self.depths[p[1:]] + 1))
 

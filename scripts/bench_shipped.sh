@@ -6,13 +6,14 @@
 #   bash scripts/bench_shipped.sh deterministic  # tau and tree sizes only: any machine state
 #
 # timed:          latency profile; HumanEval (first 32 prompts, 128 tokens, budgets 8-64, every
-#                 selector, TAPS sizing trees from the profile, DDTree both at the budget and sized
-#                 from the profile: --ddtree-mode budget,cost) and the app's examples (64 tokens,
-#                 budgets 8-32), each with AR measured alongside in the same process.
-# deterministic:  the same HumanEval sweep with --taps-mode reach (equal verification budgets),
-#                 and the timed HumanEval command run again while a
-#                 CPU-heavy process runs alongside: its tau and verified nodes must equal the
-#                 idle run's row for row (scripts/compare_deterministic.py checks).
+#                 selector; TAPS and DDTree each both ways: sized from the profile, and the
+#                 budget's best nodes: --taps-mode cost,reach --ddtree-mode budget,cost) and the
+#                 app's examples (64 tokens, budgets 8-32), each with AR measured alongside in the
+#                 same process.
+# deterministic:  the timed HumanEval command run again while a CPU-heavy process runs alongside:
+#                 its tau and verified nodes must equal the idle run's row for row
+#                 (scripts/compare_deterministic.py checks). Equal verification budgets (TAPS
+#                 --taps-mode reach against DDTree --ddtree-mode budget) are part of the timed sweep.
 # PAIR (default: the shipped pair) and OUT (default results) may be set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +23,8 @@ pair=(); [ -n "${PAIR:-}" ] && pair=(--pair "$PAIR")
 tag=${TAG:-cpu}
 humaneval=(--suite humaneval --limit 32 --budgets 8,16,32,64 --max-new-tokens 128 --ignore-eos "${pair[@]}")
 examples=(--suite examples --budgets 8,16,32 --max-new-tokens 64 "${pair[@]}")
-everything=(--selectors ar,dflash,ddtree,taps,oracle --estimators marginal,online,learned --ddtree-mode budget,cost)
+everything=(--selectors ar,dflash,ddtree,taps,oracle --estimators marginal,online,learned --ddtree-mode budget,cost
+            --taps-mode cost,reach)
 
 case "${1:-timed}" in
 timed)
@@ -36,8 +38,6 @@ deterministic)
     # On a busy machine OpenMP workers that spin-wait for a descheduled partner make every torch
     # call crawl; waiting passively keeps these runs to minutes and changes no decision.
     export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-    "$PYTHON" -m taps.bench "${humaneval[@]}" --selectors ar,ddtree,taps --estimators marginal,online,learned \
-        --taps-mode reach --ddtree-mode budget --out "$OUT/humaneval-$tag-reach" > "$OUT/humaneval-$tag-reach.log" 2>&1
     "$PYTHON" -c "import time
 t = time.time() + 3600
 while time.time() < t: sum(i * i for i in range(10000))" &

@@ -88,10 +88,12 @@ class ModelPair:
 
     def token_texts(self, tokens) -> list[str]:
         """Each token's text on its own, decoded once per pair."""
-        missing = sorted({int(t) for t in tokens} - self._texts.keys())
+        ids = tokens.tolist() if hasattr(tokens, "tolist") else [int(t) for t in tokens]
+        missing = sorted(set(ids) - self._texts.keys())
         if missing:
             self._texts.update(zip(missing, self.tokenizer.batch_decode([[t] for t in missing])))
-        return [self._texts[int(t)] for t in tokens]
+        texts = self._texts
+        return [texts[t] for t in ids]
 
     def describe(self) -> dict:
         def count(m):

@@ -105,28 +105,30 @@ def build_round(*, index: int, config, pool, selected: np.ndarray, accepted_rows
     indices verified (root first), `accepted_rows` the accepted nodes as rows of the verified tree,
     `child_prob` the target's probability of each verified node's token at its parent."""
     n = len(pool.tokens)
-    accepted = [int(selected[i]) for i in accepted_rows]
-    status, waste, rejected = classify(pool.parents, selected, accepted)
+    chosen = np.asarray(selected, dtype=np.int64).tolist()     # Python ints: one conversion each
+    parents = pool.parents.tolist()
+    accepted = [chosen[i] for i in accepted_rows]
+    status, waste, rejected = classify(parents, chosen, accepted)
     target_prob: list[float | None] = [None] * n
-    for row, node in enumerate(selected):
-        target_prob[int(node)] = float(child_prob[row])
+    for node, prob in zip(chosen, np.asarray(child_prob, dtype=np.float64).tolist()):
+        target_prob[node] = prob
     pool_texts = texts(pool.tokens)
     return Round(
         index=index, selector=config.selector,
         estimator=config.estimator if config.selector == "taps" else "marginal",
         budget=config.budget, temperature=float(config.temperature), start=start,
         root_token=int(pool.tokens[0]), root_text=pool_texts[0],
-        pool_tokens=[int(t) for t in pool.tokens], pool_texts=pool_texts,
-        pool_parents=[int(p) for p in pool.parents], pool_depths=[int(d) for d in pool.depths],
-        pool_ranks=[int(r) for r in pool.ranks],
-        pool_marginal=[float(x) for x in np.exp(pool.marginal_logprob)],
-        pool_path_marginal=[float(x) for x in np.exp(pool.path_logprob)],
-        pool_reach=[float(x) for x in pool.reach], selected=[int(s) for s in selected],
+        pool_tokens=pool.tokens.tolist(), pool_texts=pool_texts,
+        pool_parents=parents, pool_depths=pool.depths.tolist(),
+        pool_ranks=pool.ranks.tolist(),
+        pool_marginal=np.exp(pool.marginal_logprob).tolist(),
+        pool_path_marginal=np.exp(pool.path_logprob).tolist(),
+        pool_reach=np.asarray(pool.reach, dtype=np.float64).tolist(), selected=chosen,
         target_prob=target_prob, status=status, accepted=accepted,
         bonus_token=int(bonus_token), bonus_text=texts([bonus_token])[0],
-        committed_tokens=list(committed), tau=len(committed), verified_nodes=len(selected) - 1,
+        committed_tokens=list(committed), tau=len(committed), verified_nodes=len(chosen) - 1,
         waste_nodes=waste, rejected_siblings=rejected,
-        expected_tau=float(1.0 + np.asarray(pool.reach)[np.asarray(selected[1:], dtype=np.int64)].sum()),
+        expected_tau=float(1.0 + np.asarray(pool.reach)[np.asarray(chosen[1:], dtype=np.int64)].sum()),
         timings=dict(timings), finished=finished, stop_reason=stop_reason)
 
 

@@ -136,13 +136,27 @@ def step(page, times: int = 1) -> None:
     from playwright.sync_api import expect
 
     tokens, title = metric(page, "Tokens"), tree_chart(page).locator(".gtitle")
+    running = page.locator('[data-testid="stStatusWidget"]')
     for _ in range(times):
-        # a click while a rerun is still redrawing the page can land on a button that is being
-        # replaced and be lost: wait until Streamlit's running indicator is gone
-        page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden")
         before = tokens.inner_text() if tokens.count() else None
         heading = title.text_content() if title.count() else None
-        page.get_by_role("button", name="Step", exact=True).click()
+
+        def moved(before=before) -> bool:
+            return tokens.count() > 0 and (before is None or tokens.inner_text() != before)
+
+        for _attempt in range(3):
+            # a click while a rerun is still redrawing the page can land on a button that is being
+            # replaced and be lost: click when Streamlit's running indicator is gone, and click again
+            # only once the app is idle with the counters unchanged (so no round is stepped twice)
+            running.wait_for(state="hidden")
+            page.get_by_role("button", name="Step", exact=True).click()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not moved() and not running.is_visible():
+                page.wait_for_timeout(100)
+            if not moved() and running.is_visible():
+                running.wait_for(state="hidden")
+            if moved():
+                break
         if before is None:
             expect(tokens).to_be_visible()
             expect(title).to_contain_text("Round 1")

@@ -134,15 +134,16 @@ def settings_area(label: str = "Prompt and settings"):
     return st.container()
 
 
-def tree_plot(share: float = 1.0, reserve: int = 0, min_height: int = 360) -> Plot:
+def tree_plot(share: float = 1.0, reserve: int = 0) -> Plot:
     """The pixels a tree figure has on this page: the main column's width (times `share` for a
     figure in a column) and the window's height less what presenter mode or the page keeps above
-    (and `reserve` more for controls drawn above the figure), but at least `min_height`."""
+    (and `reserve` more for controls drawn above the figure). At least 360 px high on a page that
+    scrolls; in presenter mode, where everything must fit the window, at least 300 px."""
     size = st.session_state.get("viewport_size", app_widgets.DEFAULT_VIEWPORT)
     on_stage = presenter()
     width = size.get("main") or (size["width"] - (40 if on_stage else SIDEBAR_PX + 80))
     height = size["height"] - (PRESENTER_CHROME_PX if on_stage else NORMAL_CHROME_PX) - reserve
-    return Plot(width=int(max(480, width * share)), height=int(max(min_height, height)))
+    return Plot(width=int(max(480, width * share)), height=int(max(300 if on_stage else 360, height)))
 
 
 def chart(fig, key: str, **options) -> None:

@@ -223,10 +223,8 @@ def views(record) -> None:
             except ValueError as exc:
                 st.error(str(exc))
             else:
-                # the controls above take ~70 px: at 1280x720 in presenter mode the figure gets ~350 px
-                plot = ui.tree_plot(reserve=72, min_height=320)
-                ui.chart(viz.ranking_comparison_figure(record, int(compare_at), plot=plot, prompt=shown_prompt),
-                         "step_compare_chart")
+                ui.chart(viz.ranking_comparison_figure(record, int(compare_at), plot=ui.tree_plot(reserve=72),
+                                                       prompt=shown_prompt), "step_compare_chart")
                 st.caption("Look for: diamonds (only the marginal product keeps them) sitting under an early "
                            "off-mode choice, and squares (only reach keeps them) along the target's path. Verdicts "
                            "come from hindsight: what the target chose this round.")

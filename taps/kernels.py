@@ -11,11 +11,10 @@ the same work in one compiled call each:
   its softmax per parent, from the tables `ScorerTables` folds once per pair. The same sums as
   numpy's, in a fixed loop order instead of BLAS's, so they agree to float rounding (about
   1e-15), not bit for bit.
-
 - `reach_from_edges`: an estimator's reach from its edge probabilities, the same products.
-- `top_by_reach`, `best_size`, `subtree`, `prefix_closed`: the select stage (TAPS's reach order and cost sizing,
-  DDTree's cost sizing, and the verified subtree with its prefix-closure check), exactly as the
-  numpy code computes them.
+- `top_by_reach`, `best_size`, `subtree`, `prefix_closed`: the select stage (TAPS's reach order and
+  cost sizing, DDTree's cost sizing, and the verified subtree with its prefix-closure check),
+  exactly as the numpy code computes them.
 
 numba is optional: without it (or with TAPS_NO_NUMBA=1 in the environment) the numpy code runs.
 A machine always takes the same path, so a run's decisions do not change from one run to the next.

@@ -33,6 +33,7 @@ import torch
 
 from . import kernels
 from .config import run_label
+from .linear import kernel_name
 
 PROFILE_FORMAT = 3
 OVERHEAD_BUDGET = 32            # policies' per-round overheads are measured at this budget
@@ -121,15 +122,17 @@ class LatencyProfile:
 # ------------------------------------------------------------------------------------ keys, paths
 def profile_key(pair) -> dict:
     """Everything that changes a profile: the format, the pair's contents, device, precision and
-    thread count, the drafter's inference precision, and whether the selection work runs compiled
-    (numba) or in numpy (the per-round overheads differ)."""
+    thread count, the drafter's inference precision, whether the selection work runs compiled
+    (numba) or in numpy (the per-round overheads differ), and which GEMM the target's linear layers
+    run (`taps.linear`)."""
     device = torch.device(pair.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"format": PROFILE_FORMAT, "pair": pair.name, "fingerprint": getattr(pair, "fingerprint", ""),
             "device": device.type, "device_name": name, "dtype": str(pair.dtype).replace("torch.", ""),
             "drafter_precision": getattr(pair, "drafter_precision", "same"),
             "threads": torch.get_num_threads() if device.type == "cpu" else 0,
-            "selection": "numba" if kernels.available else "numpy"}
+            "selection": "numba" if kernels.available else "numpy",
+            "target_gemm": kernel_name(pair.target) if isinstance(pair.target, torch.nn.Module) else "default"}
 
 
 def cache_root() -> Path:

@@ -23,6 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .linear import available as onednn_available
+from .linear import packed_product
+
 PRECISIONS = ("same", "int8", "bfloat16")
 
 
@@ -49,6 +52,8 @@ def _projection(weight: torch.Tensor, bias: torch.Tensor | None, precision: str)
     if precision == "bfloat16":
         weight = weight.to(torch.bfloat16)
         bias = None if bias is None else bias.to(torch.bfloat16)
+    if weight.device.type == "cpu" and weight.dtype == torch.float32 and onednn_available():
+        return packed_product(weight, bias)   # a block's rows through oneDNN's GEMM (taps.linear)
     weight = weight.contiguous()
     return lambda x: F.linear(x, weight, bias)
 

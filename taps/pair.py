@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from .drafter import DFlashDrafter, resolve_folder
+from .linear import pack_linears
 from .scorer import TapsScorer
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
@@ -181,7 +183,8 @@ def load_pair(pair: str | Path | None = None, *, target: str | None = None, draf
     `drafter_precision`: "same" (the pair's dtype), "int8" (dynamic quantization, CPU float32),
     "bfloat16", or "auto" (int8 for a float32 pair on the CPU, where it drafts 2-3x faster with the
     same acceptance; "same" elsewhere), for the drafter's inference only; the target always runs as
-    loaded."""
+    loaded, in its own precision (a float32 target on the CPU multiplies several rows with oneDNN's
+    prepacked GEMM, `taps.linear`; TAPS_TARGET_GEMM=default keeps PyTorch's default kernels)."""
     from .fast_drafter import PRECISIONS
 
     if drafter_precision not in (*PRECISIONS, "auto"):
@@ -218,6 +221,8 @@ def load_pair(pair: str | Path | None = None, *, target: str | None = None, draf
     except (OSError, ValueError) as exc:
         raise PairError(f"could not load the target model from {parts['target']}: {exc}") from exc
     model.to(dev).eval()
+    if dev.type == "cpu" and dtype == torch.float32 and os.environ.get("TAPS_TARGET_GEMM", "onednn") != "default":
+        pack_linears(model)          # oneDNN for products of several rows (taps.linear); same weights
     draft = None
     if parts.get("drafter") and not no_drafter:
         try:

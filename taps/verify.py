@@ -76,9 +76,10 @@ def prefill(target, cache: DynamicCache, prompt_ids: list[int], feature_layers: 
 
 
 class HeadRows:
-    """The target's logits of a verified tree, row by row as the round needs them (the lm_head is
-    a fifth of a small target's verify arithmetic; a round needs the rows of the tree's inner nodes
-    and of the walked path, not the leaves it never reaches)."""
+    """The target's logits of a verified tree, computed once per row as the round asks for them.
+    At T=0 the walk asks for every row in one product: on oneDNN's GEMM (`taps.linear`) a few more
+    rows cost less than a second pass over the lm_head for the walked leaf; at T>0 it asks for the
+    inner nodes' rows and the walked path's."""
 
     def __init__(self, target, hidden: torch.Tensor):
         self.head = target.get_output_embeddings()
@@ -106,8 +107,11 @@ def walk(tree: DraftTree, head: HeadRows, temperature: float, seed: int, start: 
     """Follow the target's choices down the tree from the root (the root sits at position `start`,
     so the token chosen at a node of depth d is the sequence's token at start + d + 1). The logits
     of every inner node come in one batch (they give each node's target probability at its parent,
-    and the online estimator's verdicts); a walked leaf's row comes on its own."""
+    and the online estimator's verdicts); at T=0 the leaves' rows come in that batch too, at T>0 a
+    walked leaf's row comes on its own."""
     inner = sorted(set(tree.parents[1:].tolist())) if tree.size else []
+    if temperature <= 0.0 and tree.size:
+        head.get(list(range(len(tree.tokens))))    # every row in one product: see HeadRows
     child_prob = np.ones(len(tree.tokens))
     target_tokens = np.full(len(tree.tokens), -1)
     if inner:

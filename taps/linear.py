@@ -30,6 +30,7 @@ from torch import nn
 
 PACK_HINT = 16          # the row count oneDNN lays the weights out for (any count works)
 ONE_ROW_PACKED = 2048   # one row through a matrix with at least this many outputs also goes to oneDNN
+PACK_LIMIT_BYTES = 1 << 30  # the packed copy doubles the weights' memory: models with more stay as they are
 
 
 def available() -> bool:
@@ -74,7 +75,9 @@ class PackedLinear(nn.Module):
 
 def pack_linears(model: nn.Module) -> int:
     """Swap every `nn.Linear` of a float32 CPU inference model for a `PackedLinear`; returns how
-    many were swapped (0 where oneDNN is missing, the model is elsewhere or not float32)."""
+    many were swapped: 0 where oneDNN is missing, the model is elsewhere or not float32, or its
+    linear weights exceed `PACK_LIMIT_BYTES` (a packed copy of a multi-GB model would double its
+    memory; such a model keeps PyTorch's default kernels)."""
     if not available():
         return 0
     swaps = []
@@ -82,6 +85,8 @@ def pack_linears(model: nn.Module) -> int:
         for name, child in parent.named_children():
             if type(child) is nn.Linear and child.weight.device.type == "cpu" and child.weight.dtype == torch.float32:
                 swaps.append((parent, name, child))
+    if sum(child.weight.numel() * child.weight.element_size() for _, _, child in swaps) > PACK_LIMIT_BYTES:
+        return 0
     for parent, name, child in swaps:
         setattr(parent, name, PackedLinear(child))
     return len(swaps)

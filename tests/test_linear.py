@@ -73,8 +73,12 @@ def test_a_float32_cpu_target_runs_packed_with_tied_weights_and_the_same_logits(
     assert torch.equal(a.argmax(-1), b.argmax(-1))
 
 
-def test_only_float32_cpu_models_are_packed(tiny_pair):
+def test_only_float32_cpu_models_are_packed(tiny_pair, monkeypatch):
     assert tiny_pair.dtype == torch.float64
     assert linear.kernel_name(tiny_pair.target) == "default"
     assert linear.pack_linears(nn.Sequential(nn.Linear(4, 4).double())) == 0
     assert linear.pack_linears(nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Sequential(nn.Linear(4, 2)))) == 2
+    # a model whose linear weights exceed the limit keeps the default kernels (no doubled memory)
+    monkeypatch.setattr(linear, "PACK_LIMIT_BYTES", 4 * 4 * 4)
+    big = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+    assert linear.pack_linears(big) == 0 and linear.kernel_name(big) == "default"

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from taps.drafter import context_features
-from taps.train.drafter import block_mask, drafter_loss
+from taps.train.drafter import block_mask, drafter_loss, greedy_batch, target_features, teacher_logprobs
 
 
 def test_training_forward_equals_incremental_drafting(tiny_pair):
@@ -50,6 +50,31 @@ def test_drafter_loss_is_finite_and_trainable(tiny_pair):
     pair.drafter.zero_grad(set_to_none=True)
 
 
+def test_distillation_teacher_is_the_targets_next_token_distribution(tiny_pair):
+    """With `distill`, the drafter learns the target's distribution at each block position: on the
+    target's own greedy text the teacher's argmax is the label there, and the loss mixes CE and KL."""
+    pair = tiny_pair
+    dev = pair.device
+    prompts = torch.randint(2, 90, (2, 6), generator=torch.Generator().manual_seed(2)).to(dev)
+    seqs = greedy_batch(pair.target, prompts, 20)
+    anchors = torch.tensor([5, 9], device=dev)
+    block = pair.drafter.block_size
+    label_pos = anchors[:, None] + torch.arange(1, block, device=dev)[None, :]
+    _, final = target_features(pair.target, seqs, pair.drafter.target_layer_ids, final=True)
+    teacher = teacher_logprobs(pair.target, final, label_pos)
+    assert teacher.shape == (2, 2, block - 1, pair.target.config.vocab_size)
+    assert torch.equal(teacher.argmax(-1), seqs[:, label_pos])
+    weights = torch.ones(block - 1, dtype=torch.float64, device=dev)
+    ce, _ = drafter_loss(pair.drafter, pair.target, seqs, anchors, pair.mask_token_id, weights)
+    kl, _ = drafter_loss(pair.drafter, pair.target, seqs, anchors, pair.mask_token_id, weights, distill=1.0)
+    mixed, _ = drafter_loss(pair.drafter, pair.target, seqs, anchors, pair.mask_token_id, weights, distill=0.25)
+    assert kl.item() >= 0 and torch.isfinite(kl)
+    torch.testing.assert_close(mixed, 0.75 * ce + 0.25 * kl)
+    mixed.backward()
+    assert pair.drafter.fc.weight.grad is not None
+    pair.drafter.zero_grad(set_to_none=True)
+
+
 def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir):
     """The drafter and scorer stages run end to end on a tiny target and lower their losses."""
     import shutil
@@ -66,7 +91,7 @@ def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir):
                                                    "prompt_len", "gen_len", "regen_batch", "batch_size", "anchors",
                                                    "gamma", "lr", "min_lr_ratio", "warmup_steps", "weight_decay",
                                                    "grad_clip", "max_steps", "minutes", "seed", "log_every",
-                                                   "eval_every", "ckpt_minutes")})
+                                                   "eval_every", "ckpt_minutes", "distill")})
     drafter_stage.main(args)
     assert (out / "drafter" / "model.safetensors").exists()
     sargs = argparse.Namespace(out=out, target=None, drafter=None, quick=True, resume=True,

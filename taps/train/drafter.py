@@ -68,6 +68,7 @@ class DrafterTrainConfig:
     batch_size: int = 16
     anchors: int = 12                   # blocks per sequence per step
     gamma: float = 7.0                  # loss weight exp(-(k-1)/gamma) at block position k
+    distill: float = 0.0                # weight of KL(target || drafter) against the greedy-token CE (0: CE only)
     lr: float = 1e-3
     min_lr_ratio: float = 0.1
     warmup_steps: int = 100
@@ -142,22 +143,35 @@ def block_mask(anchors: torch.Tensor, ctx_len: int, block: int, dtype: torch.dty
     return mask.masked_fill_(~visible, torch.finfo(dtype).min)[None, None]
 
 
-def target_features(target, seqs: torch.Tensor, layer_ids: list[int]) -> torch.Tensor:
-    """Context features of every position of `seqs` (the frozen target's selected layers)."""
+def target_features(target, seqs: torch.Tensor, layer_ids: list[int], final: bool = False):
+    """Context features of every position of `seqs` (the frozen target's selected layers); with
+    `final`, also the target's last hidden states (after its final norm: logits = lm_head of them)."""
     with torch.no_grad():
         hs = target(input_ids=seqs, output_hidden_states=True, use_cache=False).hidden_states
-        return context_features(hs, layer_ids)
+        features = context_features(hs, layer_ids)
+        return (features, hs[-1]) if final else features
+
+
+@torch.no_grad()
+def teacher_logprobs(target, final: torch.Tensor, label_pos: torch.Tensor) -> torch.Tensor:
+    """The target's next-token log-probs [b, A, block-1, V] for the tokens at `label_pos` [A, block-1]:
+    its logits at the position just before each, from its last hidden states `final` [b, L, d]."""
+    before = final[:, label_pos - 1].to(target.dtype)
+    return F.log_softmax(target.get_output_embeddings()(before).float(), -1)
 
 
 def drafter_loss(drafter: DFlashDrafter, target, seqs: torch.Tensor, anchors: torch.Tensor, mask_id: int,
-                 weights: torch.Tensor, features: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weighted CE over all blocks, and per-position top-1 agreement counts [block-1].
+                 weights: torch.Tensor, features: torch.Tensor | None = None, distill: float = 0.0,
+                 final: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weighted loss over all blocks, and per-position top-1 agreement counts [block-1]: CE against
+    the target's greedy tokens, or with `distill` > 0, (1 - distill) * CE + distill * KL(target's
+    next-token distribution || drafter's) at each position.
 
-    `features`: the target's context features of `seqs`, when cached; computed here otherwise."""
+    `features` (and `final`, the target's last hidden states, for `distill`): cached, or computed here."""
     b, length = seqs.shape
     block = drafter.block_size
-    if features is None:
-        features = target_features(target, seqs, drafter.target_layer_ids)
+    if features is None or (distill > 0 and final is None):
+        features, final = target_features(target, seqs, drafter.target_layer_ids, final=True)
     features = features.to(target.dtype)
     with torch.no_grad():
         block_ids = torch.full((b, len(anchors), block), mask_id, device=seqs.device)
@@ -172,6 +186,10 @@ def drafter_loss(drafter: DFlashDrafter, target, seqs: torch.Tensor, anchors: to
     logits = target.get_output_embeddings()(hidden[:, :, 1:])          # [b, A, block-1, V]
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
     ce = ce.view(b, len(anchors), block - 1)
+    if distill > 0:
+        teacher = teacher_logprobs(target, final, label_pos)
+        kl = (teacher.exp() * (teacher - F.log_softmax(logits.float(), -1))).sum(-1)
+        ce = (1 - distill) * ce + distill * kl
     loss = (ce * weights).sum(-1).mean() / weights.sum()
     agree = (logits.argmax(-1) == labels).float().sum(dim=(0, 1))
     return loss, agree
@@ -251,12 +269,18 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
     val_t = torch.from_numpy(val.astype(np.int64)).to(device)
     weights = torch.exp(-torch.arange(dc.block_size - 1, dtype=torch.float32, device=device) / tc.gamma)
     feature_dim = len(drafter.target_layer_ids) * target.config.hidden_size
-    cached = None
+    cached = cached_final = None
+    if tc.distill > 0:
+        feature_dim += target.config.hidden_size
     if seqs.size * feature_dim * 2 / 1e9 <= tc.feature_cache_gb:
         # the target is frozen: compute every sequence's features once (float16) instead of every step
         t1 = time.time()
-        cached = torch.cat([target_features(target, seqs_t[i: i + 32], drafter.target_layer_ids).half()
-                            for i in range(0, len(seqs_t), 32)])
+        parts = [target_features(target, seqs_t[i: i + 32], drafter.target_layer_ids, final=tc.distill > 0)
+                 for i in range(0, len(seqs_t), 32)]
+        if tc.distill > 0:
+            cached_final = torch.cat([last.half() for _, last in parts])
+            parts = [features for features, _ in parts]
+        cached = torch.cat([features.half() for features in parts])
         print(f"cached target features {tuple(cached.shape)} in {time.time() - t1:.0f} s")
 
     optimizer = torch.optim.AdamW(weighted_split(drafter, tc.weight_decay), lr=tc.lr, betas=(0.9, 0.95))
@@ -290,7 +314,8 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
         rows = torch.as_tensor(rng.integers(0, len(seqs_t), size=tc.batch_size), device=device)
         anchors = sample_anchors(rng, tc, dc.block_size, device)
         loss, _ = drafter_loss(drafter, target, seqs_t[rows], anchors, mask_id, weights,
-                               cached[rows] if cached is not None else None)
+                               cached[rows] if cached is not None else None, tc.distill,
+                               cached_final[rows] if cached_final is not None else None)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), tc.grad_clip)

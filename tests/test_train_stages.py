@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+import pytest
 import torch
 
 from taps.drafter import context_features
@@ -73,6 +74,32 @@ def test_distillation_teacher_is_the_targets_next_token_distribution(tiny_pair):
     mixed.backward()
     assert pair.drafter.fc.weight.grad is not None
     pair.drafter.zero_grad(set_to_none=True)
+
+
+@pytest.mark.parametrize("final", [False, True])
+def test_feature_cache_is_saved_and_read_back(tmp_path, tiny_pair_dir, tiny_pair, monkeypatch, final):
+    """The drafter stage's feature cache survives a restart: the second call reads the files the
+    first wrote (it never runs the target) and gives the same tensors; other sequences get new files."""
+    from taps.train import drafter as stage
+
+    pair = tiny_pair
+    seqs = np.random.default_rng(0).integers(2, 90, size=(3, 20)).astype(np.int32)
+    seqs_t = torch.from_numpy(seqs.astype(np.int64)).to(pair.device)
+    layers = pair.drafter.target_layer_ids
+    first = stage.cached_features(pair.target, tiny_pair_dir / "target", seqs, seqs_t, layers, final, tmp_path)
+    assert len(list(tmp_path.glob("features-*.npy"))) == 1 and len(list(tmp_path.glob("final-*.npy"))) == int(final)
+    want = stage.target_features(pair.target, seqs_t, layers, final=final)
+    torch.testing.assert_close(first[0], (want[0] if final else want).half())
+
+    def no_target(*args, **kwargs):
+        raise AssertionError("the cache was not read back")
+
+    monkeypatch.setattr(stage, "target_features", no_target)
+    again = stage.cached_features(pair.target, tiny_pair_dir / "target", seqs, seqs_t, layers, final, tmp_path)
+    assert torch.equal(again[0], first[0]) and (not final or torch.equal(again[1], first[1]))
+    monkeypatch.undo()
+    stage.cached_features(pair.target, tiny_pair_dir / "target", seqs[:2], seqs_t[:2], layers, final, tmp_path)
+    assert len(list(tmp_path.glob("features-*.npy"))) == 2
 
 
 def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir):

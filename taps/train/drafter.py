@@ -21,6 +21,7 @@ Works with any local or hub target (`--target`), on CPU or CUDA.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import time
@@ -195,6 +196,31 @@ def drafter_loss(drafter: DFlashDrafter, target, seqs: torch.Tensor, anchors: to
     return loss, agree
 
 
+def cached_features(target, target_folder: Path, seqs: np.ndarray, seqs_t: torch.Tensor, layer_ids: list[int],
+                    final: bool, folder: Path) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The target's features of every sequence (float16), and its last hidden states with `final`:
+    computed once and kept in `folder` under a name keyed by the target's files, the layers and the
+    sequences, so a resumed run reads them back instead of recomputing them (minutes for thousands
+    of sequences)."""
+    from taps.pair import fingerprint
+
+    key = hashlib.sha1(f"{fingerprint([target_folder])}|{layer_ids}|{final}|{seqs.shape}".encode())
+    key.update(np.ascontiguousarray(seqs).tobytes())
+    paths = [folder / f"features-{key.hexdigest()[:16]}.npy"] + ([folder / f"final-{key.hexdigest()[:16]}.npy"]
+                                                                 if final else [])
+    if all(path.exists() for path in paths):
+        loaded = [torch.from_numpy(np.load(path)).to(seqs_t.device) for path in paths]
+        return loaded[0], (loaded[1] if final else None)
+    parts = [target_features(target, seqs_t[i: i + 32], layer_ids, final=final) for i in range(0, len(seqs_t), 32)]
+    last = torch.cat([p[1].half() for p in parts]) if final else None
+    features = torch.cat([(p[0] if final else p).half() for p in parts])
+    for path, tensor in zip(paths, [features, last]):
+        partial = path.with_suffix(".partial.npy")
+        np.save(partial, tensor.cpu().numpy())
+        partial.replace(path)                  # whole files only: a run stopped mid-write recomputes
+    return features, last
+
+
 def sample_anchors(rng: np.random.Generator, tc: DrafterTrainConfig, block: int, device) -> torch.Tensor:
     low, high = tc.prompt_len - 1, tc.prompt_len + tc.gen_len - block
     count = min(tc.anchors, high - low + 1)
@@ -275,12 +301,8 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
     if seqs.size * feature_dim * 2 / 1e9 <= tc.feature_cache_gb:
         # the target is frozen: compute every sequence's features once (float16) instead of every step
         t1 = time.time()
-        parts = [target_features(target, seqs_t[i: i + 32], drafter.target_layer_ids, final=tc.distill > 0)
-                 for i in range(0, len(seqs_t), 32)]
-        if tc.distill > 0:
-            cached_final = torch.cat([last.half() for _, last in parts])
-            parts = [features for features, _ in parts]
-        cached = torch.cat([features.half() for features in parts])
+        cached, cached_final = cached_features(target, folder, seqs, seqs_t, drafter.target_layer_ids,
+                                               tc.distill > 0, data_dir)
         print(f"cached target features {tuple(cached.shape)} in {time.time() - t1:.0f} s")
 
     optimizer = torch.optim.AdamW(weighted_split(drafter, tc.weight_decay), lr=tc.lr, betas=(0.9, 0.95))

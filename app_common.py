@@ -49,6 +49,26 @@ PRESENTER_CHROME_PX = 300         # presenter mode: window height minus the tree
 NORMAL_CHROME_PX = 110            # otherwise: the tree fits one screen once scrolled to
 
 
+# ---------------------------------------------------------------------------- buttons that act once
+def action_button(where, label: str, key: str, **kwargs) -> bool:
+    """A button whose action the caller runs at most once per click. A rerun request that arrives
+    while the run that handled a click is still drawing (the viewport widget reporting a new size,
+    say) makes Streamlit start over with the button still pressed, so that no click is lost; it
+    does not call the button's callback again. So the callback counts clicks, and this returns
+    True only for a click not handled yet (otherwise one click on Step could decode two rounds)."""
+    count, done = f"{key}__clicks", f"{key}__handled"
+
+    def clicked() -> None:
+        st.session_state[count] = st.session_state.get(count, 0) + 1
+
+    pressed = where.button(label, key=key, on_click=clicked, **kwargs)
+    clicks = st.session_state.get(count, 0)
+    if not pressed or st.session_state.get(done) == clicks:
+        return False
+    st.session_state[done] = clicks
+    return True
+
+
 # ---------------------------------------------------------------------------- settings that persist
 def keep(*keys: str) -> None:
     """Remember widget keys whose values must survive a visit to another page (Streamlit forgets

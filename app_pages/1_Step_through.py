@@ -118,10 +118,10 @@ def counters(record, numbers) -> None:
 @st.fragment
 def run_panel() -> None:
     row = st.container(horizontal=True, vertical_alignment="bottom", gap="small", key="step_buttons")
-    do_step = row.button("Step", key="step_btn_step", type="primary", width="content")
-    do_ten = row.button("Run 10", key="step_btn_run10", width="content")
-    do_end = row.button("Run to end", key="step_btn_run_end", width="content")
-    do_reset = row.button("Reset", key="step_btn_reset", width="content")
+    do_step = ui.action_button(row, "Step", key="step_btn_step", type="primary", width="content")
+    do_ten = ui.action_button(row, "Run 10", key="step_btn_run10", width="content")
+    do_end = ui.action_button(row, "Run to end", key="step_btn_run_end", width="content")
+    do_reset = ui.action_button(row, "Reset", key="step_btn_reset", width="content")
     slot = row.empty()
     message = st.empty()
     if do_step or do_ten or do_end or do_reset:

@@ -476,3 +476,30 @@ def test_learn_page():
         assert chart(at, "learn_tree_chart") and chart(at, "learn_curve_chart")
     at.text_area(key="learn_marginals").set_value("a=0.9 b=0.1\nc=0.8 d=0.2").run()
     assert not errors(at) and at.slider(key="learn_budget").max == 6
+
+
+def test_an_action_button_acts_once_per_click_even_when_streamlit_replays_it(monkeypatch):
+    """Streamlit restarts a run that a new rerun request interrupts with the button still pressed
+    (no click is lost) but does not call its callback again: Step must not decode a second round."""
+    import types
+
+    import app_common
+
+    fake = types.SimpleNamespace(session_state={})
+    monkeypatch.setattr(app_common, "st", fake)
+
+    class Row:
+        def __init__(self, pressed: bool, callback_runs: bool):
+            self.pressed, self.callback_runs = pressed, callback_runs
+
+        def button(self, label, key, on_click=None, **kwargs):
+            if self.pressed and self.callback_runs:
+                on_click()
+            return self.pressed
+
+    act = lambda row: app_common.action_button(row, "Step", key="k")  # noqa: E731
+    assert not act(Row(False, False))                  # a run without a click
+    assert act(Row(True, True))                        # a click: acts
+    assert not act(Row(True, False))                   # the same click replayed after an interruption
+    assert not act(Row(False, False))
+    assert act(Row(True, True)) and act(Row(True, True))  # two clicks: two actions

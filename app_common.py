@@ -55,7 +55,9 @@ def action_button(where, label: str, key: str, **kwargs) -> bool:
     while the run that handled a click is still drawing (the viewport widget reporting a new size,
     say) makes Streamlit start over with the button still pressed, so that no click is lost; it
     does not call the button's callback again. So the callback counts clicks, and this returns
-    True only for a click not handled yet (otherwise one click on Step could decode two rounds)."""
+    True only for a click not handled yet (otherwise one click on Step could decode two rounds).
+    (Overlapping runs are the other way to lose or double a click: `.streamlit/config.toml` turns
+    fast reruns off, and the Step page holds its controller's lock while it steps or draws.)"""
     count, done = f"{key}__clicks", f"{key}__handled"
 
     def clicked() -> None:

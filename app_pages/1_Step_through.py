@@ -61,16 +61,15 @@ model = ui.model_profile(pair)
 if request:
     with st.spinner(f"Replaying the run up to round {request['round']}…"):
         try:
-            ctrl.open_at(pair, prompt, config, profile, request["round"])
+            with ctrl.lock:
+                ctrl.open_at(pair, prompt, config, profile, request["round"])
         except (ValueError, RuntimeError) as exc:
             st.error(f"Cannot open that case: {exc}")
-    state["step_round_view"] = ctrl.view
 
 
 # ---------------------------------------------------------------- the run: buttons, counters, views
 def pick_round(number: int) -> None:
-    ctrl.view = number
-    state["step_round_view"] = number
+    ctrl.show(number)
 
 
 def move_stage(delta: int) -> None:
@@ -117,6 +116,11 @@ def counters(record, numbers) -> None:
 
 @st.fragment
 def run_panel() -> None:
+    with ctrl.lock:            # another run of this session may still be stepping the controller
+        run_panel_locked()
+
+
+def run_panel_locked() -> None:
     row = st.container(horizontal=True, vertical_alignment="bottom", gap="small", key="step_buttons")
     do_step = ui.action_button(row, "Step", key="step_btn_step", type="primary", width="content")
     do_ten = ui.action_button(row, "Run 10", key="step_btn_run10", width="content")
@@ -148,7 +152,6 @@ def run_panel() -> None:
                 message.error(f"Cannot run: {exc}")
             if bar is not None:
                 bar.empty()
-            state["step_round_view"] = ctrl.view
     rounds = ctrl.rounds
     if ctrl.saved is not None:
         st.info(f"Viewing a saved run ({len(rounds)} rounds, pair {ctrl.saved.pair_name}). Its timings were "
@@ -159,8 +162,9 @@ def run_panel() -> None:
         st.info("Press **Step** to run the first round.")
         return
     if len(rounds) > 1:
-        state["step_round_view"] = min(max(int(state.get("step_round_view", ctrl.view) or 1), 1), len(rounds))
-        ctrl.view = slot.slider("Round", min_value=1, max_value=len(rounds), key="step_round_view", width=320,
+        # keyed by the view's version: after a step or a pick the slider is a new one at that round
+        ctrl.view = slot.slider("Round", min_value=1, max_value=len(rounds), value=min(max(ctrl.view, 1), len(rounds)),
+                                key=f"step_round_view_{ctrl.view_version}", width=320,
                                 label_visibility="collapsed" if on_stage else "visible")
     record = ctrl.record()
     counters(record, ctrl.numbers(model))
@@ -281,7 +285,6 @@ def load_upload() -> None:
     try:
         ctrl.load(upload.getvalue())
         state.pop("step_load_error", None)
-        state["step_round_view"] = ctrl.view
     except ValueError as exc:
         state["step_load_error"] = f"{upload.name}: {exc}"
 

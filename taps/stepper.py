@@ -13,6 +13,7 @@ page's buttons do and what its counters show. Plain Python (no streamlit), teste
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -45,6 +46,14 @@ class StepController:
         self.saved: SavedRun | None = None
         self.profile = None
         self.view = 0                  # the round on view, numbered from 1 (0: none yet)
+        # bumped whenever the code (not the page's round slider) moves the view, so the page can
+        # key its slider by it: a new slider starts at the new round, and a browser still holding
+        # the old slider's value cannot pull the view back to an older round
+        self.view_version = 0
+        # held by a page run while it steps or draws this controller: two script runs of one
+        # browser session can overlap (a rerun may start before the previous run has stopped),
+        # and a run must not draw a run that another is still stepping
+        self.lock = threading.RLock()
 
     # ------------------------------------------------------------------ what is on view
     @property
@@ -107,7 +116,7 @@ class StepController:
         session = DecodeSession(pair, prompt, config, profile=profile)
         baseline = ArBaseline(pair, prompt, config)
         self.session, self.baseline, self.saved, self.profile = session, baseline, None, profile
-        self.view = 0
+        self.show(0)
 
     def advance(self, pair: ModelPair, prompt: str, config: DecodeConfig, profile=None, rounds: int | None = 1,
                 on_round: Callable[[DecodeSession], None] | None = None) -> str:
@@ -128,7 +137,7 @@ class StepController:
             done += 1
             if on_round is not None:
                 on_round(session)
-        self.view = len(session.rounds)
+        self.show(len(session.rounds))
         return notice
 
     def open_at(self, pair: ModelPair, prompt: str, config: DecodeConfig, profile=None, number: int = 1,
@@ -139,12 +148,17 @@ class StepController:
             self.session.step()
             if on_round is not None:
                 on_round(self.session)
-        self.view = min(number, len(self.session.rounds))
+        self.show(min(number, len(self.session.rounds)))
 
     def load(self, data: bytes | str) -> None:
         """View a saved run (ValueError says why a file is not one); the live run is kept aside."""
         self.saved = load_run(data)
-        self.view = len(self.saved.rounds)
+        self.show(len(self.saved.rounds))
+
+    def show(self, number: int) -> None:
+        """Put round `number` on view (0: none)."""
+        self.view = number
+        self.view_version += 1
 
     # ------------------------------------------------------------------ counters and files
     def numbers(self, model_profile=None) -> StepNumbers:

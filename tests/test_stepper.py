@@ -42,6 +42,30 @@ def test_advance_starts_steps_and_restarts_on_new_settings(tiny_pair_f32, profil
     assert "has finished" in ctrl.advance(tiny_pair_f32, PROMPT + " a", config(budget=4), profile)
 
 
+def test_every_move_of_the_view_by_the_code_gets_a_new_version(tiny_pair_f32, profile):
+    """The page keys its round slider by `view_version`, so a browser's stale slider value cannot
+    pull the view back after a step; moves by the slider itself (plain `view =`) keep the version."""
+    ctrl = StepController()
+    versions = [ctrl.view_version]
+    ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=3)
+    versions.append(ctrl.view_version)
+    ctrl.view = 2                                                        # the slider moved it
+    assert ctrl.view_version == versions[-1] and ctrl.record() is ctrl.rounds[1]
+    ctrl.show(1)                                                         # a click on the text
+    versions.append(ctrl.view_version)
+    ctrl.advance(tiny_pair_f32, PROMPT, config(), profile)
+    assert ctrl.view == 4
+    versions.append(ctrl.view_version)
+    ctrl.open_at(tiny_pair_f32, PROMPT, config(), profile, 2)
+    assert ctrl.view == 2
+    versions.append(ctrl.view_version)
+    assert versions == sorted(set(versions))                             # each one new
+    assert "has finished" not in ctrl.advance(tiny_pair_f32, PROMPT, config(), profile)
+    with ctrl.lock:                                                      # re-entrant: a page run holds it
+        with ctrl.lock:
+            assert ctrl.view == 3
+
+
 def test_bad_settings_leave_the_run_as_it_was(tiny_pair_f32, profile):
     ctrl = StepController()
     ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=2)

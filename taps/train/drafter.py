@@ -211,9 +211,20 @@ def cached_features(target, target_folder: Path, seqs: np.ndarray, seqs_t: torch
     if all(path.exists() for path in paths):
         loaded = [torch.from_numpy(np.load(path)).to(seqs_t.device) for path in paths]
         return loaded[0], (loaded[1] if final else None)
-    parts = [target_features(target, seqs_t[i: i + 32], layer_ids, final=final) for i in range(0, len(seqs_t), 32)]
-    last = torch.cat([p[1].half() for p in parts]) if final else None
-    features = torch.cat([(p[0] if final else p).half() for p in parts])
+    # filled batch by batch into float16 tensors made once: the float32 batches are never all held
+    # at once (for 16,384 sequences that would be twice the 6.4 GB cache, and was killed for memory)
+    features = last = None
+    for i in range(0, len(seqs_t), 32):
+        part = target_features(target, seqs_t[i: i + 32], layer_ids, final=final)
+        part, part_last = part if final else (part, None)
+        if features is None:
+            features = torch.empty((len(seqs_t), *part.shape[1:]), dtype=torch.float16, device=part.device)
+            if final:
+                last = torch.empty((len(seqs_t), *part_last.shape[1:]), dtype=torch.float16, device=part.device)
+        features[i: i + len(part)] = part
+        if final:
+            last[i: i + len(part)] = part_last
+        del part, part_last
     for path, tensor in zip(paths, [features, last]):
         partial = path.with_suffix(".partial.npy")
         np.save(partial, tensor.cpu().numpy())

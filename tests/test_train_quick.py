@@ -191,3 +191,29 @@ def test_stdlib_libs_corpus_keeps_the_val_split() -> None:
         if r.source != "stdlib":
             parts = Path(r.rel).parts
             assert not set(parts[:-1]) & data.LIB_EXCLUDED_DIRS and not parts[-1].startswith("test_"), r.rel
+
+
+def test_step_clock_counts_steps_not_pauses() -> None:
+    """`--schedule time` reads training time from StepClock: a step stretched by a pause (SIGSTOP to
+    measure speed) counts as a typical step, a busy machine's slower steps count in full."""
+    from taps.train.common import StepClock
+
+    now = [0.0]
+    clock = StepClock(elapsed=60.0, clock=lambda: now[0])
+
+    def step(took: float) -> float:
+        clock.start()
+        now[0] += took
+        return clock.stop()
+
+    for _ in range(12):
+        step(1.0)
+    assert clock.elapsed == pytest.approx(72.0)
+    now[0] += 500.0                                     # between steps (evaluation, checkpoint): not counted
+    assert step(600.0) == pytest.approx(73.0)           # paused mid-step: counted as the median step
+    assert clock.paused_s == pytest.approx(599.0)
+    assert step(3.0) == pytest.approx(76.0)             # three times slower (a busy machine): counted
+    early = StepClock(clock=lambda: now[0])
+    early.start()
+    now[0] += 50.0
+    assert early.stop() == pytest.approx(50.0)          # no typical step known yet: counted as it is

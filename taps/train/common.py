@@ -130,6 +130,35 @@ class Checkpointer:
             self.save(snapshot())
 
 
+class StepClock:
+    """Training time for a time-budgeted schedule (`--schedule time`): the sum of the training
+    steps' own durations, so evaluations, checkpoints and start-up do not count. A step that took
+    more than `factor` times the median of the last `window` steps (the process was stopped with
+    SIGSTOP to measure speed on an idle machine, or the machine slept) counts as that median, so a
+    pause does not eat the schedule; a busy machine's slower steps still count in full."""
+
+    def __init__(self, elapsed: float = 0.0, window: int = 50, factor: float = 5.0, clock=time.monotonic):
+        self.elapsed, self.window, self.factor, self.clock = elapsed, window, factor, clock
+        self.recent: list[float] = []
+        self.paused_s = 0.0            # time left out, for the log
+        self._t: float | None = None
+
+    def start(self) -> None:
+        self._t = self.clock()
+
+    def stop(self) -> float:
+        """End the step begun by `start`; returns the training time so far."""
+        took = self.clock() - self._t
+        if len(self.recent) >= 10:
+            typical = float(np.median(self.recent))
+            if took > self.factor * typical:
+                self.paused_s += took - typical
+                took = typical
+        self.recent = (self.recent + [took])[-self.window:]
+        self.elapsed += took
+        return self.elapsed
+
+
 class Progress:
     """One status line: done/total, rate, elapsed, ETA (bounded by a time budget if given)."""
 

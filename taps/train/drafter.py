@@ -40,6 +40,7 @@ from taps.train import data  # noqa: E402
 from taps.train.common import (  # noqa: E402
     Checkpointer,
     Progress,
+    StepClock,
     add_config_arguments,
     apply_arguments,
     check_loss_dropped,
@@ -338,9 +339,10 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
 
     progress = Progress(tc.max_steps, "drafter", unit="step", budget_s=tc.minutes * 60)
     progress.update(step, elapsed=elapsed)
-    t_start = time.time() - elapsed
+    clock = StepClock(elapsed)         # training steps only; a pause (SIGSTOP) does not eat the schedule
     losses = []
     while step < tc.max_steps and elapsed < tc.minutes * 60:
+        clock.start()
         for group in optimizer.param_groups:
             group["lr"] = cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, tc.min_lr_ratio,
                                     elapsed / (tc.minutes * 60) if tc.schedule == "time" else 0.0)
@@ -354,8 +356,8 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), tc.grad_clip)
         optimizer.step()
         step += 1
-        elapsed = time.time() - t_start
         losses.append(loss.item())
+        elapsed = clock.stop()
         if step % tc.log_every == 0:
             mean = float(np.mean(losses[-tc.log_every:]))
             history.append({"step": step, "loss": mean})
@@ -373,7 +375,7 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
     drafter.save_pretrained(out / "drafter")
     log = {"drafter_config": asdict(dc), "train_config": asdict(tc), "parameters": n_params,
            "target": str(target_path), "target_layer_ids": drafter.target_layer_ids, "steps": step,
-           "wall_time_s": round(elapsed, 1), "regenerate_s": round(regen_s, 1),
+           "wall_time_s": round(elapsed, 1), "paused_s": round(clock.paused_s, 1), "regenerate_s": round(regen_s, 1),
            "regenerated_tokens": int(seqs.size), "final": final, "evals": evals, "history": history,
            "device": str(device)}
     (out / "drafter" / "training_log.json").write_text(json.dumps(log, indent=2) + "\n")

@@ -37,6 +37,7 @@ from taps.scorer import ScorerConfig, ScorerTables, TapsScorer, pool_features, s
 from taps.train.common import (  # noqa: E402
     Checkpointer,
     Progress,
+    StepClock,
     add_config_arguments,
     apply_arguments,
     check_loss_dropped,
@@ -225,9 +226,10 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
 
     progress = Progress(tc.max_steps, "scorer", budget_s=tc.minutes * 60)
     progress.update(step, elapsed=elapsed)
-    t_start = time.time() - elapsed
+    clock = StepClock(elapsed)         # training steps only; a pause (SIGSTOP) does not eat the schedule
     losses = []
     while step < tc.max_steps and elapsed < tc.minutes * 60:
+        clock.start()
         for group in optimizer.param_groups:
             group["lr"] = cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, 0.1,
                                     elapsed / (tc.minutes * 60) if tc.schedule == "time" else 0.0)
@@ -242,8 +244,8 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
         torch.nn.utils.clip_grad_norm_(scorer.parameters(), 1.0)
         optimizer.step()
         step += 1
-        elapsed = time.time() - t_start
         losses.append(loss.item())
+        elapsed = clock.stop()
         if step % tc.log_every == 0:
             history.append({"step": step, "loss": float(np.mean(losses[-tc.log_every:]))})
             progress.update(step, elapsed=elapsed, extra=f"loss {history[-1]['loss']:.4f}")
@@ -259,7 +261,8 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
               f"observed {row['observed']:.3f}")
     scorer.save_pretrained(out / "scorer")
     log = {"train_config": asdict(tc), "parameters": n_params, "steps": step, "wall_time_s": round(elapsed, 1),
-           "trace_s": round(trace_s, 1), "train_pools": len(train_traces), "val_pools": len(val_traces),
+           "paused_s": round(clock.paused_s, 1), "trace_s": round(trace_s, 1), "train_pools": len(train_traces),
+           "val_pools": len(val_traces),
            "calibration_learned": learned, "calibration_marginal": marginal, "history": history}
     (out / "scorer" / "training_log.json").write_text(json.dumps(log, indent=2) + "\n")
     print(f"saved {out / 'scorer'}")

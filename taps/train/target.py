@@ -50,6 +50,7 @@ import torch.nn.functional as F
 
 from taps.train import data
 from taps.train.common import (
+    StepClock,
     acquire_lock,
     add_config_arguments,
     apply_arguments,
@@ -343,6 +344,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
     tokens_per_step = tc.batch_size * tc.seq_len
     t_session, elapsed_session = time.time(), elapsed  # wall vs training time since start-up, for the ETA
     t_ckpt = time.time()
+    clock = StepClock(elapsed)         # training steps only; a pause (SIGSTOP) does not eat the schedule
     train_log, tokens_log, losses_log = 0.0, 0, []
     stopped_by = "max_steps"
     while step < tc.max_steps:
@@ -353,6 +355,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
             pause()
 
         t_step = time.time()
+        clock.start()
         lr = lr_at(step, tc, elapsed)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -367,7 +370,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
         step += 1
         tokens_seen += tokens_per_step
         dt = time.time() - t_step
-        elapsed += dt
+        elapsed = clock.stop()
         train_log += dt
         tokens_log += tokens_per_step
         losses_log.append(step_losses[-1])
@@ -433,6 +436,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
         "tokens_seen": tokens_seen,
         "epochs": tokens_seen / len(train_stream),
         "wall_time_s": round(elapsed, 1),  # training steps only (no evaluation, checkpoints, start-up)
+        "paused_s": round(clock.paused_s, 1),  # this session's pauses (SIGSTOP) left out of it
         "tokens_per_s": tokens_seen / max(elapsed, 1e-9),
         "final_train_loss": train_loss,
         "final_val_loss": val_loss,

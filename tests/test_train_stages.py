@@ -102,6 +102,33 @@ def test_feature_cache_is_saved_and_read_back(tmp_path, tiny_pair_dir, tiny_pair
     assert len(list(tmp_path.glob("features-*.npy"))) == 2
 
 
+def test_init_from_target_copies_layers_and_routes_their_input(tiny_pair):
+    """`--init-layers`: the drafter's layers and final norm start as the target's, and when the
+    features hold the first copied layer's input, `fc` passes exactly that input through."""
+    from taps.drafter import DFlashDrafter
+    from taps.train.drafter import init_from_target
+
+    pair = tiny_pair
+    target = pair.target
+    ids = pair.drafter.target_layer_ids
+    n_draft = len(pair.drafter.layers)
+    first = ids[0] + 1                                      # its input is the output of layer ids[0]
+    copied = [min(first + j, len(target.model.layers) - 1) for j in range(n_draft)]
+    drafter = DFlashDrafter(pair.drafter.config).to(pair.device, target.dtype)
+    init_from_target(drafter, target, copied)
+    for mine, i in zip(drafter.layers, copied):
+        for name, value in target.model.layers[i].state_dict().items():
+            assert torch.equal(mine.state_dict()[name], value), (i, name)
+    assert torch.equal(drafter.norm.weight, target.model.norm.weight)
+    assert torch.equal(drafter.hidden_norm.weight, target.model.layers[first].input_layernorm.weight)
+    seqs = torch.randint(2, 90, (1, 12), device=pair.device)
+    hidden = target(input_ids=seqs, output_hidden_states=True).hidden_states
+    features = context_features(hidden, ids)
+    torch.testing.assert_close(drafter.fc(features), hidden[first])
+    with pytest.raises(SystemExit, match="target layer ids"):
+        init_from_target(drafter, target, [len(target.model.layers)] * n_draft)
+
+
 def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir):
     """The drafter and scorer stages run end to end on a tiny target and lower their losses."""
     import shutil

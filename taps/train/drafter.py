@@ -84,6 +84,7 @@ class DrafterTrainConfig:
     eval_every: int = 250
     ckpt_minutes: float = 4.0
     feature_cache_gb: float = 4.0      # keep the target's features of all sequences in memory if they fit
+    init_layers: str = ""              # target layer ids (e.g. "4,5") whose weights start the drafter's layers
 
 
 QUICK_DRAFTER = dict(num_layers=1, block_size=6)
@@ -197,6 +198,30 @@ def drafter_loss(drafter: DFlashDrafter, target, seqs: torch.Tensor, anchors: to
     return loss, agree
 
 
+def init_from_target(drafter: DFlashDrafter, target, layer_ids: list[int]) -> None:
+    """Start the drafter's layers from the target's layers `layer_ids` (in order; the parameter names
+    and shapes are the same: attention projections and norms, MLP, the two layer norms) and its
+    final norm from the target's. When the context features hold the first copied layer's own input
+    (the output of the layer before it), `fc` starts as the selection of those features and
+    `hidden_norm` as that layer's input norm, so the first layer's context keys and values start as
+    the target's own; otherwise `fc` stays random."""
+    layers = target.model.layers
+    if len(layer_ids) != len(drafter.layers) or not all(0 <= i < len(layers) for i in layer_ids):
+        raise SystemExit(f"--init-layers needs {len(drafter.layers)} target layer ids from 0 to {len(layers) - 1}, "
+                         f"got {layer_ids}")
+    with torch.no_grad():
+        for mine, i in zip(drafter.layers, layer_ids):
+            mine.load_state_dict(layers[i].state_dict(), strict=True)
+        drafter.norm.load_state_dict(target.model.norm.state_dict())
+        before = layer_ids[0] - 1
+        if before in drafter.target_layer_ids:
+            width = drafter.config.hidden_size
+            chunk = drafter.target_layer_ids.index(before)
+            drafter.fc.weight.zero_()
+            drafter.fc.weight[:, chunk * width:(chunk + 1) * width] = torch.eye(width)
+            drafter.hidden_norm.load_state_dict(layers[layer_ids[0]].input_layernorm.state_dict())
+
+
 def cached_features(target, target_folder: Path, seqs: np.ndarray, seqs_t: torch.Tensor, layer_ids: list[int],
                     final: bool, folder: Path) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The target's features of every sequence (float16), and its last hidden states with `final`:
@@ -291,6 +316,8 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
                             intermediate_size=dc.intermediate_size or None)
     torch.manual_seed(tc.seed)
     drafter = DFlashDrafter(config).to(device).train()
+    if tc.init_layers:
+        init_from_target(drafter, target, [int(x) for x in tc.init_layers.split(",")])
     n_params = sum(p.numel() for p in drafter.parameters())
     print(f"drafter: {n_params / 1e6:.2f}M parameters, {dc.num_layers} layers, block {dc.block_size}, "
           f"target layers {drafter.target_layer_ids}, device {device}")

@@ -217,3 +217,16 @@ def test_step_clock_counts_steps_not_pauses() -> None:
     early.start()
     now[0] += 50.0
     assert early.stop() == pytest.approx(50.0)          # no typical step known yet: counted as it is
+
+
+def test_progress_rate_counts_training_time(capsys) -> None:
+    """Given a stage's training time, the status line's rate is per second of it: a run that was
+    paused (wall time passing, training time not) shows its real rate, not a collapsed one."""
+    from taps.train.common import Progress
+
+    progress = Progress(1000, "drafter", budget_s=3600)
+    progress.update(100, elapsed=60.0)
+    progress.t0 -= 1200                                   # twenty minutes of wall time, paused
+    progress.update(160, elapsed=90.0, extra="loss 2.0")
+    line = capsys.readouterr().out
+    assert "160/1000 steps | 2.00 step/s | 1.5 min" in line

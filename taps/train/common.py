@@ -160,23 +160,28 @@ class StepClock:
 
 
 class Progress:
-    """One status line: done/total, rate, elapsed, ETA (bounded by a time budget if given)."""
+    """One status line: done/total, rate, elapsed, ETA (bounded by a time budget if given). With
+    `elapsed` (a stage's training time), the rate is per second of it, so a paused run's rate does
+    not drop."""
 
     def __init__(self, total: int, label: str, unit: str = "step", budget_s: float | None = None):
         self.total, self.label, self.unit, self.budget_s = total, label, unit, budget_s
         self.t0 = time.time()
         self.start_done: int | None = None
+        self.start_elapsed: float | None = None
         self.last_print = 0.0
 
     def update(self, done: int, elapsed: float | None = None, extra: str = "") -> None:
         if self.start_done is None:
-            self.start_done, self.t0 = done, time.time()
+            self.start_done, self.t0, self.start_elapsed = done, time.time(), elapsed
             return
         now = time.time()
         if now - self.last_print < 1.0 and done < self.total:
             return
         self.last_print = now
         wall = now - self.t0
+        if elapsed is not None and self.start_elapsed is not None:
+            wall = elapsed - self.start_elapsed
         rate = (done - self.start_done) / wall if wall > 0 else 0.0
         eta = (self.total - done) / rate if rate > 0 else float("inf")
         if self.budget_s is not None and elapsed is not None:

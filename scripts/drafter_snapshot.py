@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 from transformers import AutoConfig, AutoTokenizer  # noqa: E402
 
 from taps import DecodeSession, load_pair  # noqa: E402
-from taps.drafter import DFlashDrafter, drafter_config  # noqa: E402
+from taps.drafter import DFlashDrafter  # noqa: E402
 from taps.prompts import suite_prompts  # noqa: E402
-from taps.train.drafter import DrafterConfig  # noqa: E402
+from taps.train.drafter import DrafterConfig, model_config  # noqa: E402
 
 
 def export(run: Path, out: Path) -> dict:
@@ -44,11 +44,7 @@ def export(run: Path, out: Path) -> dict:
     (out / "target").symlink_to((run / "target").resolve())
     target_config = AutoConfig.from_pretrained(run / "target")
     tokenizer = AutoTokenizer.from_pretrained(run / "target")
-    layers = None if dc.target_layers == "auto" else [int(x) for x in dc.target_layers.split(",")]
-    config = drafter_config(target_config, num_layers=dc.num_layers, block_size=dc.block_size,
-                            mask_token_id=tokenizer.mask_token_id, target_layer_ids=layers,
-                            intermediate_size=dc.intermediate_size or None)
-    drafter = DFlashDrafter(config)
+    drafter = DFlashDrafter(model_config(dc, target_config, tokenizer.mask_token_id))
     drafter.load_state_dict(state["model"])
     drafter.save_pretrained(out / "drafter")
     return {"step": state["step"], "evals": state["evals"]}

@@ -211,7 +211,7 @@ def test_step_clock_counts_steps_not_pauses() -> None:
     assert clock.elapsed == pytest.approx(72.0)
     now[0] += 500.0                                     # between steps (evaluation, checkpoint): not counted
     assert step(600.0) == pytest.approx(73.0)           # paused mid-step: counted as the median step
-    assert clock.paused_s == pytest.approx(599.0)
+    assert clock.paused_s == pytest.approx(599.0) and clock.last == pytest.approx(1.0)
     assert step(3.0) == pytest.approx(76.0)             # three times slower (a busy machine): counted
     early = StepClock(clock=lambda: now[0])
     early.start()

@@ -127,6 +127,11 @@ def test_init_from_target_copies_layers_and_routes_their_input(tiny_pair):
     torch.testing.assert_close(drafter.fc(features), hidden[first])
     with pytest.raises(SystemExit, match="target layer ids"):
         init_from_target(drafter, target, [len(target.model.layers)] * n_draft)
+    from taps.train.drafter import layer_list
+
+    assert layer_list("4,5", "--init-layers") == [4, 5]
+    with pytest.raises(SystemExit, match="--init-layers takes comma-separated layer numbers"):
+        layer_list("4;5", "--init-layers")
 
 
 def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir):

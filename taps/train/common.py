@@ -141,6 +141,7 @@ class StepClock:
         self.elapsed, self.window, self.factor, self.clock = elapsed, window, factor, clock
         self.recent: list[float] = []
         self.paused_s = 0.0            # time left out, for the log
+        self.last = 0.0                # the last step's counted duration
         self._t: float | None = None
 
     def start(self) -> None:
@@ -155,6 +156,7 @@ class StepClock:
                 self.paused_s += took - typical
                 took = typical
         self.recent = (self.recent + [took])[-self.window:]
+        self.last = took
         self.elapsed += took
         return self.elapsed
 

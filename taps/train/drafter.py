@@ -198,6 +198,21 @@ def drafter_loss(drafter: DFlashDrafter, target, seqs: torch.Tensor, anchors: to
     return loss, agree
 
 
+def layer_list(text: str, option: str) -> list[int]:
+    """Comma-separated layer ids ("1,3,5"), or a clear message for anything else."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"{option} takes comma-separated layer numbers such as 1,3,5, got {text!r}") from None
+
+
+def model_config(dc: DrafterConfig, target_config, mask_id: int):
+    """The drafter's model config for the stage's `DrafterConfig` on this target."""
+    layer_ids = None if dc.target_layers == "auto" else layer_list(dc.target_layers, "--target-layers")
+    return drafter_config(target_config, num_layers=dc.num_layers, block_size=dc.block_size, mask_token_id=mask_id,
+                          target_layer_ids=layer_ids, intermediate_size=dc.intermediate_size or None)
+
+
 def init_from_target(drafter: DFlashDrafter, target, layer_ids: list[int]) -> None:
     """Start the drafter's layers from the target's layers `layer_ids` (in order; the parameter names
     and shapes are the same: attention projections and norms, MLP, the two layer norms) and its
@@ -310,14 +325,11 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
     mask_id = tokenizer.mask_token_id
     if mask_id is None:
         raise SystemExit("the target's tokenizer has no mask token; add one (e.g. <|mask|>) first")
-    layer_ids = None if dc.target_layers == "auto" else [int(x) for x in dc.target_layers.split(",")]
-    config = drafter_config(target.config, num_layers=dc.num_layers, block_size=dc.block_size,
-                            mask_token_id=mask_id, target_layer_ids=layer_ids,
-                            intermediate_size=dc.intermediate_size or None)
+    config = model_config(dc, target.config, mask_id)
     torch.manual_seed(tc.seed)
     drafter = DFlashDrafter(config).to(device).train()
     if tc.init_layers:
-        init_from_target(drafter, target, [int(x) for x in tc.init_layers.split(",")])
+        init_from_target(drafter, target, layer_list(tc.init_layers, "--init-layers"))
     n_params = sum(p.numel() for p in drafter.parameters())
     print(f"drafter: {n_params / 1e6:.2f}M parameters, {dc.num_layers} layers, block {dc.block_size}, "
           f"target layers {drafter.target_layer_ids}, device {device}")

@@ -354,7 +354,6 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
         if interrupted is not None:
             pause()
 
-        t_step = time.time()
         clock.start()
         lr = lr_at(step, tc, elapsed)
         for group in optimizer.param_groups:
@@ -369,9 +368,8 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
         step_losses.append(loss.item())
         step += 1
         tokens_seen += tokens_per_step
-        dt = time.time() - t_step
         elapsed = clock.stop()
-        train_log += dt
+        train_log += clock.last
         tokens_log += tokens_per_step
         losses_log.append(step_losses[-1])
 

@@ -50,25 +50,40 @@ NORMAL_CHROME_PX = 110            # otherwise: the tree fits one screen once scr
 
 
 # ---------------------------------------------------------------------------- buttons that act once
+class Clicks:
+    """A button's clicks, counted by its callback, and how many of them its page has acted on."""
+
+    def __init__(self) -> None:
+        self.count = self.handled = 0
+
+    def click(self) -> None:
+        # Plain Python, no Streamlit call: any access to st.session_state in a callback is a point
+        # where Streamlit stops the callback if another rerun request is pending (the viewport
+        # widget's, say), and the click would be lost with it.
+        self.count += 1
+
+    def take(self) -> bool:
+        """True once for each batch of clicks not acted on yet."""
+        if self.handled >= self.count:
+            return False
+        self.handled = self.count
+        return True
+
+
 def action_button(where, label: str, key: str, **kwargs) -> bool:
-    """A button whose action the caller runs at most once per click. A rerun request that arrives
-    while the run that handled a click is still drawing (the viewport widget reporting a new size,
-    say) makes Streamlit start over with the button still pressed, so that no click is lost; it
-    does not call the button's callback again. So the callback counts clicks, and this returns
-    True only for a click not handled yet (otherwise one click on Step could decode two rounds).
+    """A button whose action the caller runs exactly once per click. Streamlit calls a button's
+    callback once per click, but whether the run's body then sees the button pressed depends on
+    what else happens: a rerun request that arrives while the run that handled a click is still
+    drawing (the viewport widget reporting a new size, say) makes Streamlit start over with the
+    button still pressed (acting again would decode a second round), and a rerun request pending
+    when the click's run starts stops that run after its callbacks, and the next run has no press
+    (acting on the press alone would lose the click). So the callback counts clicks, and this
+    returns True while a counted click is not acted on yet, whatever the button returns.
     (Overlapping runs are the other way to lose or double a click: `.streamlit/config.toml` turns
     fast reruns off, and the Step page holds its controller's lock while it steps or draws.)"""
-    count, done = f"{key}__clicks", f"{key}__handled"
-
-    def clicked() -> None:
-        st.session_state[count] = st.session_state.get(count, 0) + 1
-
-    pressed = where.button(label, key=key, on_click=clicked, **kwargs)
-    clicks = st.session_state.get(count, 0)
-    if not pressed or st.session_state.get(done) == clicks:
-        return False
-    st.session_state[done] = clicks
-    return True
+    clicks = st.session_state.setdefault(f"{key}__clicks", Clicks())
+    where.button(label, key=key, on_click=clicks.click, **kwargs)
+    return clicks.take()
 
 
 # ---------------------------------------------------------------------------- settings that persist

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 VIEWPORT_JS = """
 export default function(component) {
@@ -91,13 +92,31 @@ DEFAULT_VIEWPORT = {"width": 1280, "height": 720, "main": 0}
 def viewport() -> dict:
     """The browser's window size and main-column width in pixels (a 1280x720 guess until the
     browser has reported)."""
+    _viewport_reporter()
+    return st.session_state.get("viewport_size", DEFAULT_VIEWPORT)
+
+
+@st.fragment
+def _viewport_reporter() -> None:
+    """The size report reruns only this fragment, and this fragment reruns the page only when the
+    size changed. A report that reran the whole page straight away could lose a click made at the
+    same moment: Streamlit drops the pressed buttons of a run that a whole-page rerun request stops
+    before its callbacks ran (a resize just as Step is clicked lost the click). A fragment's rerun
+    request waits for the run in progress instead, and the page's rerun asked for from here joins
+    any click still waiting."""
     state = st.session_state
     result = _viewport(key="taps_viewport", data=state.get("viewport_size"), default={"size": None},
                        on_size_change=lambda: None, height=0)
     size = result.get("size") if hasattr(result, "get") else getattr(result, "size", None)
-    if isinstance(size, dict) and size.get("width"):
-        state["viewport_size"] = {k: int(size.get(k) or 0) for k in ("width", "height", "main")}
-    return state.get("viewport_size", DEFAULT_VIEWPORT)
+    if not (isinstance(size, dict) and size.get("width")):
+        return
+    size = {k: int(size.get(k) or 0) for k in ("width", "height", "main")}
+    if size == state.get("viewport_size"):
+        return
+    state["viewport_size"] = size
+    context = get_script_run_ctx()
+    if context is not None and context.fragment_ids_this_run:        # only this fragment ran: redraw the page
+        st.rerun(scope="app")
 
 
 def run_text(key: str, prompt: str, spans: list[dict], current: int, on_pick: Callable[[int], None]) -> None:

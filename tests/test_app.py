@@ -485,7 +485,9 @@ def test_learn_page():
 
 def test_an_action_button_acts_once_per_click_even_when_streamlit_replays_it(monkeypatch):
     """Streamlit restarts a run that a new rerun request interrupts with the button still pressed
-    (no click is lost) but does not call its callback again: Step must not decode a second round."""
+    but does not call its callback again: Step must not decode a second round. A run stopped
+    after the callback but before the button (a rerun request was pending) leaves the next run
+    without the press: Step must not lose the click either."""
     import types
 
     import app_common
@@ -498,7 +500,7 @@ def test_an_action_button_acts_once_per_click_even_when_streamlit_replays_it(mon
             self.pressed, self.callback_runs = pressed, callback_runs
 
         def button(self, label, key, on_click=None, **kwargs):
-            if self.pressed and self.callback_runs:
+            if self.callback_runs:
                 on_click()
             return self.pressed
 
@@ -508,3 +510,27 @@ def test_an_action_button_acts_once_per_click_even_when_streamlit_replays_it(mon
     assert not act(Row(True, False))                   # the same click replayed after an interruption
     assert not act(Row(False, False))
     assert act(Row(True, True)) and act(Row(True, True))  # two clicks: two actions
+    assert act(Row(False, True))                       # a click whose press the run did not see: still acts
+    assert not act(Row(False, False)) and not act(Row(True, False))
+
+
+def test_an_action_buttons_callback_makes_no_streamlit_call():
+    """Streamlit stops a callback at its first session-state access when another rerun request is
+    pending (the viewport widget reports a resize just as Step is clicked): the click's callback
+    must count it without one, or the click is lost."""
+    import app_common
+
+    class Guarded(dict):
+        def __getitem__(self, key):
+            raise AssertionError("a Streamlit call in the callback")
+
+        __setitem__ = __contains__ = get = setdefault = __getitem__
+
+    clicks = app_common.Clicks()
+    import unittest.mock
+
+    with unittest.mock.patch.object(app_common, "st", unittest.mock.Mock(session_state=Guarded())) as fake:
+        clicks.click()
+        clicks.click()
+        assert not fake.mock_calls
+    assert clicks.take() and not clicks.take()

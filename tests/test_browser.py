@@ -265,6 +265,8 @@ def test_presenter_mode_fits_the_tree_and_labels_every_verified_node(server, bro
         for part in ("svg", "title", "legend", "axis"):
             assert view[part] is None or view[part][3] <= height and view[part][2] <= width, (tab, part, view, size)
     page.get_by_role("tab", name="Draft tree").click()
+    tree_chart(page).locator(".xtitle").wait_for()         # the tab's figure is drawn again before the picture
+    idle(page)
     shot = tmp_path / f"step_presenter_{size[0]}x{size[1]}.png"
     page.screenshot(path=str(shot))
     keep_screenshot(shot)

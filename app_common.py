@@ -75,10 +75,14 @@ def action_button(where, label: str, key: str, **kwargs) -> bool:
     callback once per click, but whether the run's body then sees the button pressed depends on
     what else happens: a rerun request that arrives while the run that handled a click is still
     drawing (the viewport widget reporting a new size, say) makes Streamlit start over with the
-    button still pressed (acting again would decode a second round), and a rerun request pending
-    when the click's run starts stops that run after its callbacks, and the next run has no press
-    (acting on the press alone would lose the click). So the callback counts clicks, and this
-    returns True while a counted click is not acted on yet, whatever the button returns.
+    button still pressed (acting again would decode a second round), and a run stopped after its
+    callbacks leaves the next one without the press (acting on the press alone would lose the
+    click). So the callback counts clicks, in a plain object (a callback that touches
+    st.session_state can be stopped there by a pending rerun request, and the click lost with
+    it), and this returns True while a counted click is not acted on yet, whatever the button
+    returns. (A whole-page rerun request that reaches Streamlit just after a click's can still
+    drop the click before any callback runs: the viewport widget, the one thing that asked for
+    such reruns unprompted, reruns a fragment instead; `app_widgets.viewport`.)
     (Overlapping runs are the other way to lose or double a click: `.streamlit/config.toml` turns
     fast reruns off, and the Step page holds its controller's lock while it steps or draws.)"""
     clicks = st.session_state.setdefault(f"{key}__clicks", Clicks())

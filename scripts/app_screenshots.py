@@ -57,9 +57,9 @@ def scroll_to(page, locator) -> None:
 
 
 def settled(page) -> None:
-    """Wait until Streamlit's running indicator is gone: a click during a rerun's redraw can land
-    on a button that is being replaced and be lost (as the browser tests do before each click)."""
-    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden")
+    """Wait until no script run is in progress (Streamlit's own state on its app element, as the
+    browser tests read it: the header's running indicator is hidden in presenter mode)."""
+    page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for()
 
 
 def shoot(url: str, out: Path) -> None:

@@ -2,10 +2,17 @@
 whitespace-separated words) in the AR continuations of a benchmark folder, plus sample continuations.
 
     python scripts/text_quality.py results/humaneval-cpu-cost [--samples 3] [--prompts HumanEval/0,...]
+    python scripts/text_quality.py results/humaneval-cpu-cost --by-repetition [--threshold 0.5]
 
 Two readings: per continuation (distinct 4-grams / 4-grams, averaged over prompts) and pooled
 (distinct 4-grams over all continuations together / all 4-grams, which also counts phrases that
 recur from one prompt's text to the next). 1.0 means nothing repeats; a loop drives both to 0.
+
+--by-repetition splits the folder's prompts by their AR continuation's distinct-4-gram share of
+words (below the threshold: the target loops there) and gives every selector's tau and speed-up over
+AR in each part, computed as the bench computes its summary (taps.bench.summarise) from the rows of
+that part only: how much of a pair's figure comes from text that repeats itself, which any drafter
+predicts easily.
 """
 
 from __future__ import annotations
@@ -13,7 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def distinct_share(items: list, n: int = 4) -> float | None:
@@ -41,12 +51,50 @@ def quality(folder: Path) -> dict:
             "pooled_words": len(set(pooled)) / max(len(pooled), 1)}
 
 
+def by_repetition(folder: Path, threshold: float) -> str:
+    from taps.bench import summarise
+
+    rows = [json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines() if line.strip()]
+    share = {r["prompt_id"]: distinct_share(r["text"].split()) or 0.0 for r in ar_rows(folder)}
+    parts = {"all": set(share),
+             f"share >= {threshold:g}": {p for p, s in share.items() if s >= threshold},
+             f"share < {threshold:g} (loops)": {p for p, s in share.items() if s < threshold}}
+    selectors = list(dict.fromkeys(r["selector"] for r in rows if r["selector"] != "ar"))
+    summaries = {name: {_key(e): e for e in summarise([r for r in rows if r["prompt_id"] in ids], selectors)}
+                 for name, ids in parts.items() if ids}
+    lines = [f"{folder}: prompts split by their AR text's distinct-4-gram share of words "
+             + ", ".join(f"{name}: {len(ids)}" for name, ids in parts.items()), "",
+             "| selector | estimator | budget | size | " + " | ".join(f"{n}: tau | {n}: speed-up" for n in summaries)
+             + " |", "|---|---|---:|---|" + "---:|---:|" * len(summaries)]
+    for key, entry in summaries["all"].items():
+        if entry["selector"] == "ar":
+            continue
+        cells = []
+        for part in summaries.values():
+            row = part.get(key)
+            cells += ["-", "-"] if row is None else [f"{row['tau']:.2f}", f"{row['speedup_vs_ar']:.2f}x"]
+        lines.append(f"| {key[0]} | {key[1] if key[0] == 'taps' else '-'} | {key[2]} | {key[3] or '-'} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _key(entry: dict) -> tuple:
+    return entry["selector"], entry["estimator"], entry["budget"], entry.get("mode") or ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--samples", type=int, default=0, help="print this many continuations per folder")
     ap.add_argument("--prompts", default=None, help="comma-separated prompt ids to print (default: the first)")
+    ap.add_argument("--by-repetition", action="store_true",
+                    help="every selector's tau and speed-up on the prompts whose AR text repeats and on the others")
+    ap.add_argument("--threshold", type=float, default=0.5, help="distinct-4-gram share of words that splits them")
     args = ap.parse_args()
+    if args.by_repetition:
+        for folder in args.folders:
+            print(by_repetition(folder, args.threshold) + "\n")
+        return
     print("| folder | prompts | distinct 4-grams of tokens | of words | pooled: of tokens | pooled: of words |")
     print("|---|---:|---:|---:|---:|---:|")
     for folder in args.folders:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import os
 import shutil
@@ -227,3 +228,37 @@ def test_bench_on_cuda_bfloat16(tiny_pair_dir, prompts_file, tmp_path):
     assert "cuda" in md and "bfloat16" in md and torch.cuda.get_device_name(0) in md
     with open(out / "summary.csv") as fh:
         assert len(list(csv.DictReader(fh))) == 4
+
+
+def _text_quality():
+    spec = importlib.util.spec_from_file_location("text_quality", ROOT / "scripts" / "text_quality.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_distinct_share_counts_repeated_four_grams():
+    tq = _text_quality()
+    assert tq.distinct_share("a b c d e".split()) == 1.0
+    assert tq.distinct_share("a b c d a b c d".split()) == 4 / 5      # abcd comes back once
+    assert tq.distinct_share("a a a a a a".split()) == 1 / 3
+    assert tq.distinct_share("a b c".split()) is None                  # no 4-gram at all
+
+
+def test_by_repetition_splits_the_bench_summary_by_prompt(bench_out):
+    """Each part is the bench's own summary of that part's rows: with every prompt on one side, that
+    side's tau and speed-up are the whole run's, and the other side is left out."""
+    tq = _text_quality()
+    with open(bench_out / "summary.csv") as fh:
+        summary = {(r["selector"], r["estimator"] if r["selector"] == "taps" else "-", r["budget"], r["mode"] or "-"): r
+                   for r in csv.DictReader(fh)}
+    for threshold, kept in ((0.0, "share >= 0"), (1.01, "share < 1.01 (loops)")):
+        table = tq.by_repetition(bench_out, threshold)
+        header, _, *body = [line for line in table.splitlines() if line.startswith("|")]
+        assert f"{kept}: tau" in header and header.count(": tau") == 2        # "all" and the one part
+        assert len(body) == len(summary) - 1                                    # every group but AR
+        for line in body:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            row = summary[tuple(cells[:4])]
+            assert cells[4] == cells[6] == f"{float(row['tau']):.2f}"
+            assert cells[5] == cells[7] == f"{float(row['speedup_vs_ar']):.2f}x"

@@ -25,14 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def distinct_share(items: list, n: int = 4) -> float | None:
-    found = grams(items, n)
-    return len(set(found)) / len(found) if found else None
-
-
-def grams(items: list, n: int = 4) -> list[tuple]:
-    return [tuple(items[i:i + n]) for i in range(len(items) - n + 1)]
+from taps.metrics import distinct_share  # noqa: E402
+from taps.metrics import ngrams as grams  # noqa: E402
 
 
 def ar_rows(folder: Path) -> list[dict]:

@@ -15,6 +15,17 @@ from .config import run_label
 from .record import STAGES, Round
 
 
+def distinct_share(items: list, n: int = 4) -> float | None:
+    """Distinct n-grams / n-grams of a sequence (tokens, or a text's words): 1.0 when nothing
+    repeats, near 0 in a loop; None when it is shorter than n."""
+    grams = ngrams(items, n)
+    return len(set(grams)) / len(grams) if grams else None
+
+
+def ngrams(items: list, n: int = 4) -> list[tuple]:
+    return [tuple(items[i:i + n]) for i in range(len(items) - n + 1)]
+
+
 @dataclass
 class RunSummary:
     rounds: int

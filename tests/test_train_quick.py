@@ -230,3 +230,75 @@ def test_progress_rate_counts_training_time(capsys) -> None:
     progress.update(160, elapsed=90.0, extra="loss 2.0")
     line = capsys.readouterr().out
     assert "160/1000 steps | 2.00 step/s | 1.5 min" in line
+
+
+# ------------------------------------------------------------------------------ unloop (unlikelihood)
+def test_repeat_mask_marks_tokens_that_complete_a_seen_ngram() -> None:
+    import torch
+
+    from taps.train.unloop import repeat_mask
+
+    seq = torch.tensor([[5, 6, 7, 5, 6, 7, 5, 9], [1, 2, 3, 4, 5, 6, 7, 8]])
+    # n=2: (5,6) ends at 1, again at 4; (6,7) ends at 2, again at 5; (7,5) ends at 3, again at 6
+    assert repeat_mask(seq, 0, 2).tolist() == [[0, 0, 0, 0, 1, 1, 1, 0], [0] * 8]
+    assert repeat_mask(seq, 5, 2).tolist()[0] == [0, 0, 0, 0, 0, 1, 1, 0]      # only from `start` on
+    assert repeat_mask(seq, 0, 3).tolist()[0] == [0, 0, 0, 0, 0, 1, 1, 0]      # (5,6,7) at 5, (6,7,5) at 6
+
+
+def test_distinct_words_averages_over_texts() -> None:
+    from taps.train.unloop import distinct_words
+
+    assert distinct_words(["a b c d a b c d", "a b c d e", "too short"]) == pytest.approx((4 / 5 + 1) / 2)
+    assert distinct_words(["EEEEEEEE"]) is None
+
+
+def test_unlikelihood_step_lowers_the_repeated_tokens_probability() -> None:
+    """One gradient step on the loss lowers the probability of every masked token and leaves the
+    loss at zero when nothing is masked."""
+    import torch
+
+    from taps.train.unloop import unlikelihood_loss
+
+    torch.manual_seed(0)
+    logits = torch.randn(1, 5, 11, requires_grad=True)
+    seq = torch.tensor([[1, 2, 3, 2, 3, 4]])
+    mask = torch.tensor([[0, 0, 0, 0, 1, 0]], dtype=torch.bool)          # the second "3"
+    prob = lambda lg: lg.softmax(-1)[0, 3, 3].item()                     # noqa: E731  (predicts seq[4])
+    before = prob(logits)
+    loss = unlikelihood_loss(logits, seq, mask)
+    assert loss.item() == pytest.approx(-math.log(1 - before), rel=1e-5)
+    loss.backward()
+    with torch.no_grad():
+        after = prob(logits - 1.0 * logits.grad)
+    assert after < before
+    assert logits.grad[0, :3].abs().sum() == 0 and logits.grad[0, 4].abs().sum() == 0
+    assert unlikelihood_loss(logits, seq, torch.zeros_like(mask)).item() == 0.0
+
+
+def test_unloop_stage_fine_tunes_the_target_and_keeps_the_original(run_dir: Path, tmp_path: Path) -> None:
+    """`unloop --quick` on a quick target run: the target moves to target_mle/, the fine-tuned one
+    takes its place with its log (before/after measurements), and a second run starts again from
+    target_mle (never from its own output)."""
+    from transformers import AutoModelForCausalLM
+
+    for part in ("tokenizer", "target", "target_ckpt", "data"):
+        shutil.copytree(run_dir / part, tmp_path / part)
+    stdout = run_stage("unloop", "--quick", "--out", str(tmp_path))
+    assert "continuing the target stage's optimizer state" in stdout and "quick check" not in stdout
+    for rel in ["target_mle/model.safetensors", "target/model.safetensors", "target/tokenizer.json",
+                "target/training_log.json", "target/unloop_log.json", "unloop_ckpt/ckpt.pt"]:
+        assert (tmp_path / rel).is_file(), rel
+    log = json.loads((tmp_path / "target" / "unloop_log.json").read_text())
+    assert log["steps"] == 12 and len(log["history"]) == 12
+    for when in ("before", "after"):
+        share = log[when]["distinct4_words"]                      # None: no text of 4 words (a tiny model)
+        assert math.isfinite(log[when]["val_bpb"]) and (share is None or 0 <= share <= 1)
+    original = AutoModelForCausalLM.from_pretrained(run_dir / "target").state_dict()
+    kept = AutoModelForCausalLM.from_pretrained(tmp_path / "target_mle").state_dict()
+    tuned = AutoModelForCausalLM.from_pretrained(tmp_path / "target").state_dict()
+    assert all(np.array_equal(original[k].numpy(), kept[k].numpy()) for k in original)
+    assert any(not np.array_equal(original[k].numpy(), tuned[k].numpy()) for k in original)
+    again = run_stage("unloop", "--quick", "--out", str(tmp_path), "--no-resume")
+    assert "moved" not in again and "continuing the target stage's optimizer state" in again
+    second = json.loads((tmp_path / "target" / "unloop_log.json").read_text())
+    assert second["before"] == log["before"]                       # measured on target_mle again

@@ -150,9 +150,26 @@ def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir):
                                                    "prompt_len", "gen_len", "regen_batch", "batch_size", "anchors",
                                                    "gamma", "lr", "min_lr_ratio", "warmup_steps", "weight_decay",
                                                    "grad_clip", "max_steps", "minutes", "seed", "log_every",
-                                                   "eval_every", "ckpt_minutes", "distill")})
+                                                   "eval_every", "ckpt_minutes", "distill", "init_layers",
+                                                   "init_drafter")})
     drafter_stage.main(args)
     assert (out / "drafter" / "model.safetensors").exists()
+    # --init-drafter: the weights of a trained drafter, from its folder or its checkpoint, shape-checked
+    from transformers import AutoConfig
+
+    from taps.drafter import DFlashDrafter
+    from taps.train.drafter import DrafterConfig, model_config, start_weights
+
+    fresh = DFlashDrafter.from_pretrained(out / "drafter")
+    for source in (out / "drafter", out / "drafter_ckpt" / "ckpt.pt"):
+        weights = start_weights(source, fresh)
+        assert all(torch.equal(weights[k], v) for k, v in fresh.state_dict().items())
+    target_config = AutoConfig.from_pretrained(out / "target")
+    other = DFlashDrafter(model_config(DrafterConfig(num_layers=2, block_size=6), target_config, fresh.mask_token_id))
+    with pytest.raises(SystemExit, match="another drafter shape"):
+        start_weights(out / "drafter", other)
+    with pytest.raises(SystemExit, match="no such drafter"):
+        start_weights(out / "nowhere", fresh)
     sargs = argparse.Namespace(out=out, target=None, drafter=None, quick=True, resume=True,
                                **{f: None for f in scorer_stage.ScorerTrainConfig.__dataclass_fields__})
     scorer_stage.main(sargs)

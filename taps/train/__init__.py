@@ -6,6 +6,7 @@ Stages, run in order with ``python -m taps.train <stage> --out runs/pair``:
    (the Python standard library) or ``stdlib+libs`` (plus torch, transformers, numpy, pandas,
    networkx and sympy, deduplicated by ``dedup.py``).
 2. ``target``    - a small Qwen3-architecture causal LM trained from scratch (``target.py``).
+   ``unloop``    - optional: unlikelihood fine-tuning against its own greedy loops (``unloop.py``).
 3. ``drafter``   - the diffusion drafter (``drafter.py``).
 4. ``scorer``    - the TAPS path-conditioned scorer (``scorer.py``).
 5. ``package``   - copy a run into ``assets/models/<name>`` (``package.py``).

@@ -1,4 +1,4 @@
-"""Command line for the training stages: ``python -m taps.train {tokenizer,target,drafter,scorer,package}``.
+"""Command line for the training stages: ``python -m taps.train {tokenizer,target,unloop,drafter,scorer,package}``.
 
 Each stage is a module ``taps.train.<stage>`` exposing ``add_arguments(parser)`` and
 ``main(args)``. A stage's module is imported only to build its subcommand, and a stage whose
@@ -15,6 +15,7 @@ from types import ModuleType
 STAGES: dict[str, str] = {
     "tokenizer": "byte-level BPE tokenizer on the corpus' train split",
     "target": "Qwen3-architecture target LM trained from scratch",
+    "unloop": "unlikelihood fine-tuning of the target against its own greedy loops",
     "drafter": "diffusion drafter trained against the target",
     "scorer": "TAPS path-conditioned scorer trained on target-verified pools",
     "package": "copy a trained run into assets/models/<name> as a shippable pair",

@@ -85,6 +85,8 @@ class DrafterTrainConfig:
     ckpt_minutes: float = 4.0
     feature_cache_gb: float = 4.0      # keep the target's features of all sequences in memory if they fit
     init_layers: str = ""              # target layer ids (e.g. "4,5") whose weights start the drafter's layers
+    init_drafter: str = ""             # a drafter (its folder, or a drafter stage's ckpt.pt) whose weights start
+    #                                    this one: to carry a drafter over to a changed target (the unloop stage)
 
 
 QUICK_DRAFTER = dict(num_layers=1, block_size=6)
@@ -311,6 +313,25 @@ def expected_chain_length(per_position: list[float]) -> float:
 # ------------------------------------------------------------------------------------------------
 # stage
 
+def start_weights(path: Path, drafter: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The weights of a trained drafter (a saved folder, or a drafter stage's checkpoint file),
+    checked against this drafter's parameter names and shapes."""
+    if path.is_dir():
+        from safetensors.torch import load_file
+
+        weights = load_file(path / "model.safetensors")
+    elif path.is_file():
+        weights = torch.load(path, map_location="cpu", weights_only=False)["model"]
+    else:
+        raise SystemExit(f"--init-drafter {path}: no such drafter folder or checkpoint")
+    own = drafter.state_dict()
+    wrong = sorted(set(own) ^ set(weights)) + [k for k in own if k in weights and own[k].shape != weights[k].shape]
+    if wrong:
+        raise SystemExit(f"--init-drafter {path}: another drafter shape ({len(wrong)} parameters differ, e.g. "
+                         f"{wrong[0]}); use the same --num-layers, --block-size and --target-layers")
+    return weights
+
+
 def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig, resume: bool, quick: bool):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -370,6 +391,9 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
         torch.set_rng_state(state["torch_rng"])
         step, elapsed, history, evals = state["step"], state["elapsed"], state["history"], state["evals"]
         print(f"resumed from {ckpt.path} at step {step}")
+    elif tc.init_drafter:
+        drafter.load_state_dict(start_weights(Path(tc.init_drafter), drafter))
+        print(f"started from the drafter weights of {tc.init_drafter}")
 
     def snapshot():
         return {"model": drafter.state_dict(), "optimizer": optimizer.state_dict(), "step": step,

@@ -17,7 +17,8 @@ from taps.pair import ASSETS
 
 PARTS = {
     "target": ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-               "tokenizer_config.json", "special_tokens_map.json", "training_log.json"],
+               "tokenizer_config.json", "special_tokens_map.json", "training_log.json",
+               "unloop_log.json"],
     "drafter": ["config.json", "model.safetensors", "training_log.json"],
     "scorer": ["config.json", "model.safetensors", "training_log.json"],
 }

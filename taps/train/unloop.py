@@ -1,0 +1,248 @@
+"""Stage 2b: teach the target not to loop (sequence-level unlikelihood fine-tuning).
+
+A small LM trained by maximum likelihood alone decodes greedily into loops ("The value is a
+string, the value of the value of the ..."). Following Welleck et al., "Neural text generation
+with unlikelihood training" (ICLR 2020), each step of this stage adds to the usual next-token loss
+on corpus windows a penalty on the model's *own* greedy continuations of corpus prefixes: a token
+that completes an n-gram of tokens already in its sequence (`--ngram`, 10 by default: a repeated
+phrase or line, not the short token patterns that code repeats legitimately) is a negative
+candidate, and the loss is -log(1 - p(token)), weighted by `--alpha` (0.1: larger weights cut
+loops faster but cost validation loss quickly; 0.5 cost 0.07 bits/byte in 50 steps).
+
+The stage reads the maximum-likelihood target from OUT/target_mle (on its first run it moves
+OUT/target there), continues from that run's optimizer state (OUT/target_ckpt/ckpt.pt, when
+present: a fresh AdamW's first steps jolt a trained model), and writes the fine-tuned model to
+OUT/target, so the later stages read it as before; running it again starts from OUT/target_mle,
+never from its own output. It checkpoints to OUT/unloop_ckpt/ and resumes from there. Before and
+after, it measures the validation split's bits per byte and the distinct-4-gram share of words in
+greedy continuations of validation prompts, and writes them to OUT/target/unloop_log.json.
+
+    python -m taps.train unloop --out runs/pair2 --steps 300
+    python -m taps.train unloop --out /tmp/q --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from taps.train import data  # noqa: E402
+from taps.train import target as base  # noqa: E402
+from taps.train.common import (  # noqa: E402
+    Checkpointer,
+    Progress,
+    StepClock,
+    add_config_arguments,
+    apply_arguments,
+    load_checkpoint,
+)
+from taps.train.drafter import greedy_batch  # noqa: E402
+
+
+@dataclass
+class UnloopConfig:
+    steps: int = 300
+    lr: float = 1e-4              # constant after warmup; the target's own schedule ended at 2e-4
+    warmup_steps: int = 20
+    alpha: float = 0.1            # weight of the unlikelihood loss against the next-token loss
+    ngram: int = 10               # a token completing an n-gram of tokens already in its sequence is penalised
+    prefix_len: int = 32          # corpus prefix of each greedy continuation
+    gen_len: int = 96             # greedy tokens per continuation
+    ul_batch: int = 16            # continuations per step
+    mle_batch: int = 8            # corpus windows per step (of the target's own training length)
+    grad_clip: float = 1.0
+    eval_prompts: int = 48        # validation prompts for the distinct-4-gram share (64 tokens each)
+    eval_gen: int = 128
+    seed: int = 7
+    ckpt_minutes: float = 2.0
+    eval_windows: int = 0         # validation windows for bits per byte (0: the whole split)
+
+
+QUICK = dict(steps=12, prefix_len=8, gen_len=24, ul_batch=4, mle_batch=2, eval_prompts=8, eval_gen=96,
+             eval_windows=4, warmup_steps=2, lr=1e-3, alpha=1.0, ngram=2)
+
+
+def repeat_mask(seq: torch.Tensor, start: int, n: int) -> torch.Tensor:
+    """True where the token at position t >= `start` completes an n-gram of tokens that already
+    ended at an earlier position of its row."""
+    mask = torch.zeros(seq.shape, dtype=torch.bool)
+    for b, row in enumerate(seq.tolist()):
+        seen: set[tuple] = set()
+        for t in range(n - 1, len(row)):
+            gram = tuple(row[t - n + 1:t + 1])
+            if t >= start and gram in seen:
+                mask[b, t] = True
+            seen.add(gram)
+    return mask
+
+
+def unlikelihood_loss(logits: torch.Tensor, seq: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of -log(1 - p) over the masked tokens of `seq`, p the probability `logits` (the model's
+    outputs on seq[:, :-1]) gave them; 0 when none is masked."""
+    logp = F.log_softmax(logits.float(), -1).gather(-1, seq[:, 1:, None])[..., 0]
+    m = mask[:, 1:].to(logp.dtype)
+    return -(torch.log(torch.clamp(1 - logp.exp(), min=1e-5)) * m).sum() / m.sum().clamp(min=1)
+
+
+def distinct_words(texts: list[str], n: int = 4) -> float | None:
+    """Mean over texts of distinct n-grams / n-grams of whitespace-separated words (None when no
+    text has n words: a barely trained model may loop inside one long "word")."""
+    from taps.metrics import distinct_share
+
+    shares = [s for s in (distinct_share(text.split(), n) for text in texts) if s is not None]
+    return float(np.mean(shares)) if shares else None
+
+
+def measure(model, tokenizer, val_stream: np.ndarray, tc: base.TrainConfig, uc: UnloopConfig) -> dict:
+    """Validation bits per byte and the distinct-4-gram share of words in greedy continuations of
+    `eval_prompts` validation windows of 64 tokens (evenly spaced over the split)."""
+    eot = tokenizer.convert_tokens_to_ids(data.EOT_TOKEN)
+    model.eval()
+    with torch.no_grad():
+        plen = min(64, tc.seq_len // 2)
+        starts = np.linspace(0, len(val_stream) - plen - 1, uc.eval_prompts).astype(int)
+        prompts = torch.from_numpy(np.stack([val_stream[s:s + plen] for s in starts]).astype(np.int64))
+        out = greedy_batch(model, prompts, uc.eval_gen)[:, plen:]
+        texts = [tokenizer.decode(row) for row in out.tolist()]
+        ev = base.evaluate(model, val_stream, eot, base.token_byte_lengths(tokenizer),
+                           base.TrainConfig(seq_len=tc.seq_len, batch_size=8, eval_windows=uc.eval_windows))
+    model.train()
+    return {"val_loss": ev["val_loss"], "val_bpb": ev["val_bpb"], "distinct4_words": distinct_words(texts),
+            "eval_prompts": uc.eval_prompts, "eval_gen": uc.eval_gen}
+
+
+def _share(measured: dict) -> str:
+    share = measured["distinct4_words"]
+    return "-" if share is None else f"{share:.3f}"
+
+
+def train(out: Path, uc: UnloopConfig, resume: bool, quick: bool) -> dict:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(1 if quick else len(os.sched_getaffinity(0)))
+    source, dest = out / "target_mle", out / "target"
+    if not (source / "config.json").exists():
+        if not (dest / "config.json").exists():
+            raise SystemExit(f"no target in {dest}: run the target stage first")
+        shutil.move(str(dest), str(source))
+        print(f"moved the maximum-likelihood target {dest} -> {source}")
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, attn_implementation="sdpa")
+    log_path = source / "training_log.json"
+    trained = json.loads(log_path.read_text())["train_config"] if log_path.exists() else {}
+    tc = base.TrainConfig(**{k: v for k, v in trained.items() if k in base.TrainConfig.__dataclass_fields__})
+    train_stream = data.token_stream(tokenizer, "train", out / "data", tc.corpus, tc.max_files)
+    val_stream = data.token_stream(tokenizer, "val", out / "data", tc.corpus, tc.max_files)
+    stdlib_tokens = base.stdlib_prefix(out / "data" / "train.json", tc)
+
+    optimizer = base.make_optimizer(model, tc)
+    ckpt = Checkpointer(out / "unloop_ckpt" / "ckpt.pt", uc.ckpt_minutes)
+    state = ckpt.load() if resume else None
+    rng = np.random.default_rng(uc.seed)
+    torch.manual_seed(uc.seed)
+    step, elapsed, history, before = 0, 0.0, [], None
+    if state is not None:
+        if state["config"] != asdict(uc):
+            raise SystemExit(f"checkpoint {ckpt.path} has other settings; use --no-resume or the same ones")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        rng.bit_generator.state = state["numpy_rng"]
+        torch.set_rng_state(state["torch_rng"])
+        step, elapsed, history, before = state["step"], state["elapsed"], state["history"], state["before"]
+        print(f"resumed from {ckpt.path} at step {step}")
+    else:
+        mle_ckpt = load_checkpoint(out / "target_ckpt" / "ckpt.pt")
+        if mle_ckpt is not None and all(torch.equal(v, mle_ckpt["model"][k]) for k, v in model.state_dict().items()
+                                        if k in mle_ckpt["model"]):
+            optimizer.load_state_dict(mle_ckpt["optimizer"])
+            print("continuing the target stage's optimizer state")
+        else:
+            print("no matching target checkpoint: a fresh optimizer state")
+        del mle_ckpt
+    if before is None:
+        before = measure(model, tokenizer, val_stream, tc, uc)
+        print(f"before: val {before['val_bpb']:.4f} bits/byte, distinct 4-grams of words "
+              f"{_share(before)} ({uc.eval_prompts} val prompts, {uc.eval_gen} greedy tokens)")
+
+    def snapshot():
+        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                "elapsed": elapsed, "history": history, "before": before, "config": asdict(uc),
+                "numpy_rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()}
+
+    model.train()
+    progress = Progress(uc.steps, "unloop")
+    progress.update(step, elapsed=elapsed)
+    clock = StepClock(elapsed)
+    prefix_cfg = base.TrainConfig(**{**asdict(tc), "seq_len": uc.prefix_len + uc.gen_len, "batch_size": uc.ul_batch})
+    mle_cfg = base.TrainConfig(**{**asdict(tc), "batch_size": uc.mle_batch})
+    while step < uc.steps:
+        clock.start()
+        for group in optimizer.param_groups:
+            group["lr"] = uc.lr * min(1.0, (step + 1) / uc.warmup_steps)
+        starts = base.sample_starts(rng, len(train_stream), stdlib_tokens, prefix_cfg)
+        prefixes = torch.from_numpy(np.stack([train_stream[s:s + uc.prefix_len] for s in starts]).astype(np.int64))
+        model.eval()
+        with torch.no_grad():
+            seq = greedy_batch(model, prefixes, uc.gen_len).clone()  # an inference tensor: a plain copy
+        model.train()
+        mask = repeat_mask(seq, uc.prefix_len, uc.ngram)
+        ul = unlikelihood_loss(model(input_ids=seq[:, :-1], use_cache=False).logits, seq, mask)
+        x, y = base.windows(train_stream, base.sample_starts(rng, len(train_stream), stdlib_tokens, mle_cfg),
+                            tc.seq_len)
+        mle = base.loss_on(model, x, y)
+        loss = mle + uc.alpha * ul
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), uc.grad_clip)
+        optimizer.step()
+        step += 1
+        elapsed = clock.stop()
+        history.append({"step": step, "mle": round(mle.item(), 4), "ul": round(ul.item(), 4),
+                        "repeated": round(mask[:, uc.prefix_len:].float().mean().item(), 4)})
+        progress.update(step, elapsed=elapsed, extra=f"mle {mle.item():.3f} ul {ul.item():.3f} "
+                                                     f"repeated {history[-1]['repeated']:.2f}")
+        ckpt.maybe_save(snapshot)
+    ckpt.save(snapshot())
+    after = measure(model, tokenizer, val_stream, tc, uc)
+    print(f"\nafter {step} steps ({elapsed / 60:.1f} min): val {after['val_bpb']:.4f} bits/byte "
+          f"(was {before['val_bpb']:.4f}), distinct 4-grams of words {_share(after)} (was {_share(before)})")
+    tmp = out / "target.unloop.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if log_path.exists():
+        shutil.copy2(log_path, tmp / "training_log.json")
+    log = {"config": asdict(uc), "steps": step, "wall_time_s": round(elapsed, 1), "paused_s": round(clock.paused_s, 1),
+           "before": before, "after": after, "history": history}
+    (tmp / "unloop_log.json").write_text(json.dumps(log, indent=2) + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
+    print(f"saved {dest}")
+    first, last = (float(np.mean([h["ul"] for h in part])) for part in (history[:3], history[-3:]))
+    if quick and not last < first:
+        raise SystemExit(f"quick check failed: the unlikelihood loss did not go down ({first:.4f} -> {last:.4f})")
+    return log
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True, help="run folder with target/ (or target_mle/) and data/")
+    parser.add_argument("--quick", action="store_true", help="a few small steps on a --quick run folder")
+    parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True)
+    add_config_arguments(parser, UnloopConfig)
+
+
+def main(args: argparse.Namespace) -> None:
+    uc = UnloopConfig(**(QUICK if args.quick else {}))
+    apply_arguments(args, uc)
+    train(Path(args.out), uc, args.resume, args.quick)

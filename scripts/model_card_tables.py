@@ -3,7 +3,7 @@
     python scripts/model_card_tables.py assets/models/taps-code-6m
 
 Prints (Markdown): the target's run (steps, tokens, time, validation loss in nats/token and bits
-per byte), the drafter's per-position top-1 agreement with the target on held-out regenerated
+per byte) and its unloop stage if it had one, the drafter's per-position top-1 agreement with the target on held-out regenerated
 sequences, and the scorer's calibration (predicted reach against observed greedy acceptance) next
 to the marginal product's on the same held-out pools.
 """
@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 
-def load(folder: Path, part: str) -> dict:
-    path = folder / part / "training_log.json"
+def load(folder: Path, part: str, name: str = "training_log.json") -> dict:
+    path = folder / part / name
     return json.loads(path.read_text()) if path.exists() else {}
 
 
@@ -33,6 +33,23 @@ def target_lines(log: dict) -> list[str]:
     ]
 
 
+def unloop_lines(log: dict) -> list[str]:
+    """The unloop stage's run, if the target had one (target/unloop_log.json)."""
+    if not log:
+        return []
+    c, before, after = log["config"], log["before"], log["after"]
+
+    def share(m: dict) -> str:
+        return "-" if m["distinct4_words"] is None else f"{m['distinct4_words']:.3f}"
+
+    return [
+        f"- unloop: {log['steps']} steps of sequence-level unlikelihood (alpha {c['alpha']}, repeated {c['ngram']}-grams "
+        f"of tokens, lr {c['lr']}), {log['wall_time_s'] / 60:.1f} min; validation {before['val_bpb']:.4f} -> "
+        f"{after['val_bpb']:.4f} bits/byte; distinct 4-grams of words in greedy continuations of "
+        f"{after['eval_prompts']} validation prompts ({after['eval_gen']} tokens) {share(before)} -> {share(after)}",
+    ]
+
+
 def drafter_lines(log: dict) -> list[str]:
     if not log:
         return ["(no drafter training log)"]
@@ -41,7 +58,9 @@ def drafter_lines(log: dict) -> list[str]:
     return [
         f"- drafter: {log['steps']:,} steps, {log['wall_time_s'] / 60:.1f} min training, "
         f"{log.get('regenerate_s', 0) / 60:.1f} min regenerating {log.get('regenerated_tokens', 0):,} tokens; "
-        f"held-out loss {final['val_loss']:.3f}, expected DFlash tau {final.get('expected_dflash_tau', float('nan')):.2f}",
+        f"held-out loss {final['val_loss']:.3f}, expected DFlash tau {final.get('expected_dflash_tau', float('nan')):.2f}"
+        + (f"; started from the drafter {log['train_config']['init_drafter']}"
+           if log.get("train_config", {}).get("init_drafter") else ""),
         "",
         "| position | " + " | ".join(str(i + 1) for i in range(len(agree))) + " |",
         "|---|" + "---|" * len(agree),
@@ -71,7 +90,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("pair", type=Path)
     args = ap.parse_args()
-    for lines in (target_lines(load(args.pair, "target")), drafter_lines(load(args.pair, "drafter")),
+    for lines in (target_lines(load(args.pair, "target")) + unloop_lines(load(args.pair, "target", "unloop_log.json")),
+                  drafter_lines(load(args.pair, "drafter")),
                   scorer_lines(load(args.pair, "scorer"))):
         print("\n".join(lines) + "\n")
 

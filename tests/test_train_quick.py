@@ -275,6 +275,21 @@ def test_unlikelihood_step_lowers_the_repeated_tokens_probability() -> None:
     assert unlikelihood_loss(logits, seq, torch.zeros_like(mask)).item() == 0.0
 
 
+@pytest.mark.parametrize("option, value, message", [
+    ("--steps", "0", "--steps 0: must be at least 1"),
+    ("--alpha", "-0.5", "--alpha -0.5: must be between 0 and 100"),
+    ("--ngram", "1", "--ngram 1: must be at least 2"),
+    ("--warmup-steps", "-3", "--warmup-steps -3: must be at least 0"),
+    ("--lr", "0", "--lr 0: must be between 1e-08 and 1"),
+])
+def test_unloop_refuses_out_of_range_options(tmp_path: Path, option: str, value: str, message: str) -> None:
+    """An out-of-range option is refused with its name and range before anything is read or moved."""
+    proc = subprocess.run([sys.executable, "-m", "taps.train", "unloop", "--out", str(tmp_path), option, value],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unloop_stage_fine_tunes_the_target_and_keeps_the_original(run_dir: Path, tmp_path: Path) -> None:
     """`unloop --quick` on a quick target run: the target moves to target_mle/, the fine-tuned one
     takes its place with its log (before/after measurements), and a second run starts again from
@@ -298,7 +313,7 @@ def test_unloop_stage_fine_tunes_the_target_and_keeps_the_original(run_dir: Path
     tuned = AutoModelForCausalLM.from_pretrained(tmp_path / "target").state_dict()
     assert all(np.array_equal(original[k].numpy(), kept[k].numpy()) for k in original)
     assert any(not np.array_equal(original[k].numpy(), tuned[k].numpy()) for k in original)
-    again = run_stage("unloop", "--quick", "--out", str(tmp_path), "--no-resume")
+    again = run_stage("unloop", "--quick", "--out", str(tmp_path), "--no-resume", "--warmup-steps", "0")
     assert "moved" not in again and "continuing the target stage's optimizer state" in again
     second = json.loads((tmp_path / "target" / "unloop_log.json").read_text())
     assert second["before"] == log["before"]                       # measured on target_mle again

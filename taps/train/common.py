@@ -43,6 +43,17 @@ def apply_arguments(args: argparse.Namespace, *configs) -> None:
                 setattr(cfg, f.name, value)
 
 
+def check_ranges(cfg, bounds: dict[str, tuple[float | None, float | None]]) -> None:
+    """Refuse a config whose fields fall outside `bounds` (name -> (lowest, highest), None for no
+    limit), naming the option and its allowed range, before any work starts."""
+    for name, (low, high) in bounds.items():
+        value = getattr(cfg, name)
+        if (low is not None and value < low) or (high is not None and value > high):
+            allowed = (f"between {low:g} and {high:g}" if low is not None and high is not None
+                       else f"at least {low:g}" if low is not None else f"at most {high:g}")
+            raise SystemExit(f"--{name.replace('_', '-')} {value:g}: must be {allowed}")
+
+
 def check_loss_dropped(losses: list[float], stage: str, n: int = 5) -> None:
     """The --quick smoke test: the mean of the last n losses must be below that of the first n."""
     if len(losses) < 2 * n:

@@ -48,6 +48,7 @@ from taps.train.common import (  # noqa: E402
     add_config_arguments,
     apply_arguments,
     check_loss_dropped,
+    check_ranges,
     load_checkpoint,
 )
 from taps.train.drafter import greedy_batch  # noqa: E402
@@ -71,6 +72,12 @@ class UnloopConfig:
     ckpt_minutes: float = 2.0
     eval_windows: int = 0         # validation windows for bits per byte (0: the whole split)
 
+
+# what each option may be: a step count of 0, a negative weight or an n-gram of one token is refused
+BOUNDS = {"steps": (1, None), "lr": (1e-8, 1.0), "warmup_steps": (0, None), "alpha": (0.0, 100.0),
+          "ngram": (2, None), "prefix_len": (1, None), "gen_len": (2, None), "ul_batch": (1, None),
+          "mle_batch": (1, None), "grad_clip": (1e-6, None), "eval_prompts": (1, None), "eval_gen": (8, None),
+          "ckpt_minutes": (0.0, None), "eval_windows": (0, None)}
 
 QUICK = dict(steps=12, prefix_len=8, gen_len=24, ul_batch=4, mle_batch=2, eval_prompts=8, eval_gen=96,
              eval_windows=4, warmup_steps=2, lr=1e-3, alpha=1.0, ngram=2)
@@ -192,7 +199,7 @@ def train(out: Path, uc: UnloopConfig, resume: bool, quick: bool) -> dict:
     while step < uc.steps:
         clock.start()
         for group in optimizer.param_groups:
-            group["lr"] = uc.lr * min(1.0, (step + 1) / uc.warmup_steps)
+            group["lr"] = uc.lr * min(1.0, (step + 1) / max(1, uc.warmup_steps))
         starts = base.sample_starts(rng, len(train_stream), stdlib_tokens, prefix_cfg)
         prefixes = torch.from_numpy(np.stack([train_stream[s:s + uc.prefix_len] for s in starts]).astype(np.int64))
         model.eval()
@@ -247,4 +254,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> None:
     uc = UnloopConfig(**(QUICK if args.quick else {}))
     apply_arguments(args, uc)
+    check_ranges(uc, BOUNDS)
     train(Path(args.out), uc, args.resume, args.quick)

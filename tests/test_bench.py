@@ -230,11 +230,15 @@ def test_bench_on_cuda_bfloat16(tiny_pair_dir, prompts_file, tmp_path):
         assert len(list(csv.DictReader(fh))) == 4
 
 
-def _text_quality():
-    spec = importlib.util.spec_from_file_location("text_quality", ROOT / "scripts" / "text_quality.py")
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _text_quality():
+    return _script("text_quality")
 
 
 def test_distinct_share_counts_repeated_four_grams():
@@ -262,3 +266,40 @@ def test_by_repetition_splits_the_bench_summary_by_prompt(bench_out):
             row = summary[tuple(cells[:4])]
             assert cells[4] == cells[6] == f"{float(row['tau']):.2f}"
             assert cells[5] == cells[7] == f"{float(row['speedup_vs_ar']):.2f}x"
+
+
+def _summary(folder: Path, rows: list[tuple]) -> Path:
+    """A bench summary.csv of (selector, estimator, budget, mode, tau, speed-up) rows."""
+    folder.mkdir(parents=True)
+    with open(folder / "summary.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["selector", "estimator", "budget", "mode", "tau", "tokens_per_s", "speedup_vs_ar",
+                    "speedup_p25", "speedup_p75", "waste_share", "select_share", "lossless", "prompts"])
+        for sel, est, budget, mode, tau, speedup in rows:
+            w.writerow([sel, est, budget, mode, tau, 100 * speedup, speedup, speedup * 0.9, speedup * 1.1,
+                        0, 0, True, 4])
+    return folder
+
+
+def test_compare_pairs_reads_each_runs_own_ratios_and_checks_the_bars(tmp_path):
+    """Best speed-ups per method, equal-budget taus and the issue's bars, from two bench summaries."""
+    cp = _script("compare_pairs")
+    old = _summary(tmp_path / "old", [
+        ("ar", "none", 1, "", 1.0, 1.0), ("dflash", "marginal", 16, "", 3.7, 2.1),
+        ("ddtree", "marginal", 8, "budget", 3.9, 2.3), ("ddtree", "marginal", 16, "budget", 4.5, 2.5),
+        ("taps", "learned", 8, "reach", 4.0, 2.3), ("taps", "learned", 16, "reach", 4.8, 2.6)])
+    new = _summary(tmp_path / "new", [
+        ("ar", "none", 1, "", 1.0, 1.0), ("dflash", "marginal", 16, "", 2.9, 1.4),
+        ("ddtree", "marginal", 8, "budget", 3.5, 1.8), ("ddtree", "marginal", 16, "budget", 3.6, 2.6),
+        ("ddtree", "marginal", 16, "cost", 3.4, 2.0),
+        ("taps", "learned", 8, "reach", 3.4, 1.7), ("taps", "learned", 16, "reach", 3.9, 2.0)])
+    table = cp.compare(cp.read_summary(old), cp.read_summary(new), ("old", "new"))
+    assert "| DDTree | 2.50x @16, budget (IQR 2.25-2.75x), tau 4.50 | 2.60x @16, budget" in table
+    assert "| TAPS/learned | 2.60x @16, reach" in table and "| 0.77 |" in table
+    assert "| 8 | 3.90 / 4.00 | 3.50 / 3.40 |" in table and "| 16 | 4.50 / 4.80 | 3.60 / 3.90 |" in table
+    assert "- NOT met: DFlash tau at least 3 (best 2.90)" in table
+    assert "- NOT met: TAPS/learned tau above DDTree at every equal budget (1 of 2 budgets)" in table
+    assert "- met: DDTree best speed-up at least old's (2.60x against 2.50x)" in table
+    assert "- NOT met: TAPS/learned best speed-up at least old's (2.00x against 2.60x)" in table
+    with pytest.raises(SystemExit, match="summary.csv is missing"):
+        cp.read_summary(tmp_path)

@@ -317,3 +317,26 @@ def test_unloop_stage_fine_tunes_the_target_and_keeps_the_original(run_dir: Path
     assert "moved" not in again and "continuing the target stage's optimizer state" in again
     second = json.loads((tmp_path / "target" / "unloop_log.json").read_text())
     assert second["before"] == log["before"]                       # measured on target_mle again
+
+
+def test_trim_heap_hands_freed_pages_back():
+    """The scorer stage trims the heap before each sequence (taps.train.common.trim_heap): on glibc
+    the call runs, and after a freed burst of small blocks the process is no larger than before it."""
+    import platform
+
+    from taps.train.common import trim_heap
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("malloc_trim is glibc's")
+
+    def rss_mb() -> float:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * 4096 / 1e6
+
+    assert trim_heap()
+    before = rss_mb()
+    blocks = [bytearray(64 * 1024) for _ in range(4000)]     # 256 MB below the mmap threshold
+    kept = [bytes(16) for _ in range(4000)]                   # small objects left between them
+    del blocks
+    assert trim_heap()
+    assert rss_mb() - before < 64, "the freed 256 MB stayed in the process"
+    assert len(kept) == 4000

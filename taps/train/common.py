@@ -64,6 +64,32 @@ def check_loss_dropped(losses: list[float], stage: str, n: int = 5) -> None:
     print(f"quick check ok: {stage} loss {first:.4f} -> {last:.4f}")
 
 
+def _libc():
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+LIBC = _libc()
+
+
+def trim_heap() -> bool:
+    """Hand the heap's free pages back to the system (glibc's `malloc_trim`). A loop that keeps a
+    few small objects from each pass while it frees large temporaries (a pool's 700 x 4096 logits,
+    a sequence's hidden states) leaves those pages pinned between the kept objects: collecting
+    scorer traces of the 4-layer drafter's pair grew the process by 4-10 MB per 85 kB trace (a
+    4,000-trace run filled 24 GB at trace 2,858), and by 2.7 MB with a trim before each sequence,
+    at the same speed (120 traces, 2 runs each way). Returns whether it ran (False off glibc,
+    where nothing changes)."""
+    if LIBC is None or not hasattr(LIBC, "malloc_trim"):
+        return False
+    LIBC.malloc_trim(0)
+    return True
+
+
 def pick_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 

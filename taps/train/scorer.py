@@ -42,6 +42,7 @@ from taps.train.common import (  # noqa: E402
     apply_arguments,
     check_loss_dropped,
     cosine_lr,
+    trim_heap,
 )
 from taps.tree import DraftTree  # noqa: E402
 from taps.verify import target_body, target_forward, trim_cache  # noqa: E402
@@ -99,6 +100,7 @@ def collect_traces(pair, seqs: np.ndarray, prompt_len: int, count: int, tc: Scor
     for row in order:
         if len(traces) >= count:
             break
+        trim_heap()              # the last sequence's temporaries, freed, give their pages back
         seq = torch.as_tensor(seqs[row].astype(np.int64), device=device).view(1, -1)
         length = seq.shape[1]
         hs = target(input_ids=seq, output_hidden_states=True, use_cache=False).hidden_states

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def load(folder: Path, part: str, name: str = "training_log.json") -> dict:
@@ -83,6 +86,9 @@ def scorer_lines(log: dict) -> list[str]:
     for row in learned["table"]:
         lines.append(f"| {row['bin']} | {row['nodes']:,} | {row['predicted']:.3f} | {row['observed']:.3f} |")
     lines += ["", f"ECE: learned scorer {learned['ece']:.4f}, marginal product {marginal['ece']:.4f} (the same pools)."]
+    from taps.train.scorer import tau_line
+
+    lines += ["", tau_line(learned, marginal) + " (the same pools)."]
     return lines
 
 

@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from taps.pair import load_pair  # noqa: E402
-from taps.train.scorer import ScorerTrainConfig, calibration, collect_traces  # noqa: E402
+from taps.train.scorer import ScorerTrainConfig, calibration, collect_traces, tau_line  # noqa: E402
 
 
 def main() -> None:
@@ -49,6 +49,7 @@ def main() -> None:
     for row in result["learned"]["table"]:
         print(f"  reach {row['bin']}: {row['nodes']:6d} nodes, predicted {row['predicted']:.3f}, "
               f"observed {row['observed']:.3f}")
+    print("  " + tau_line(result["learned"], result["marginal"]))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
 

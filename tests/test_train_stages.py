@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 from taps.drafter import context_features
 from taps.train.drafter import block_mask, drafter_loss, greedy_batch, target_features, teacher_logprobs
@@ -135,7 +136,7 @@ def test_init_from_target_copies_layers_and_routes_their_input(tiny_pair):
         layer_list("4;5", "--init-layers")
 
 
-def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir):
+def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir, capsys):
     """The drafter and scorer stages run end to end on a tiny target and lower their losses."""
     import shutil
 
@@ -183,6 +184,22 @@ def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir):
                                **{f: None for f in scorer_stage.ScorerTrainConfig.__dataclass_fields__})
     scorer_stage.main(sargs)
     assert (out / "scorer" / "model.safetensors").exists()
+    log = json.loads((out / "scorer" / "training_log.json").read_text())
+    for which in ("calibration_learned", "calibration_marginal"):
+        taus = log[which]["tau_by_budget"]
+        assert list(taus) == [str(b) for b in scorer_stage.BUDGETS]
+        assert all(1.0 <= taus[b] <= int(b) + 1 for b in taus)
+        assert list(taus.values()) == sorted(taus.values())      # more nodes never accept less
+    # the saved traces are reused only with the weights they were collected with
+    trace_file = next((out / "scorer_data").glob("traces-*.pt"))
+    assert torch.load(trace_file, weights_only=False)["fingerprint"] == scorer_stage.weights_fingerprint(
+        *(lambda p: (p.target, p.drafter))(scorer_stage.load_pair_parts(out, None, None)))
+    drafter_weights = load_file(out / "drafter" / "model.safetensors")
+    first = next(iter(drafter_weights))
+    drafter_weights[first] = drafter_weights[first] + 0.01
+    save_file(drafter_weights, out / "drafter" / "model.safetensors")
+    scorer_stage.main(argparse.Namespace(**{**vars(sargs), "resume": False}))
+    assert "collected with other target or drafter weights" in capsys.readouterr().out
     (out / "pair.json").write_text('{"name": "q", "target": "target", "drafter": "drafter", "scorer": "scorer"}')
     pair = load_pair(out, device="cpu")
     s = DecodeSession(pair, "def f(x):", selector="taps", estimator="learned", budget=8, max_new_tokens=10,
@@ -190,3 +207,29 @@ def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir):
     s.run()
     assert len(s.generated) == 10
     assert np.isfinite(s.rounds[0].pool_reach).all()
+
+
+def test_budget_acceptance_counts_the_greedy_chain_inside_the_top_nodes():
+    """Held-out tau of the reach rule: the root's token plus the greedy-path nodes among the
+    `budget` nodes of highest predicted reach."""
+    from taps.train.scorer import budget_acceptance
+
+    observed = np.array([1.0, 1.0, 0.0, 1.0, 1.0])     # the target's greedy chain: root -> 1 -> 3 -> 4
+    good = np.array([1.0, 0.9, 0.5, 0.8, 0.1])         # ranks the chain first but node 4 last
+    bad = np.array([1.0, 0.4, 0.9, 0.3, 0.1])          # puts the sibling off the chain first
+    assert budget_acceptance([(good, observed)], budgets=(1, 2, 3, 4)) == {"1": 2.0, "2": 3.0, "3": 3.0, "4": 4.0}
+    assert budget_acceptance([(bad, observed)], budgets=(1, 2, 3)) == {"1": 1.0, "2": 2.0, "3": 3.0}
+    both = budget_acceptance([(good, observed), (bad, observed)], budgets=(1,))
+    assert both == {"1": 1.5}
+
+
+def test_budget_acceptance_chooses_within_the_marginal_pool_as_taps_does():
+    """With a marginal reach, the choice is made among the pool_factor x budget best marginal nodes."""
+    from taps.train.scorer import budget_acceptance
+
+    observed = np.array([1.0, 1.0, 0.0, 1.0, 1.0])
+    learned = np.array([1.0, 0.9, 0.5, 0.8, 0.1])
+    marginal = np.array([1.0, 0.3, 0.9, 0.2, 0.1])     # node 1 (on the chain) is only the 2nd best
+    assert budget_acceptance([(learned, observed, marginal)], budgets=(1,), pool_factor=1) == {"1": 1.0}
+    assert budget_acceptance([(learned, observed, marginal)], budgets=(1,), pool_factor=2) == {"1": 2.0}
+    assert budget_acceptance([(learned, observed)], budgets=(1,), pool_factor=1) == {"1": 2.0}

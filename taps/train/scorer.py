@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import time
@@ -78,6 +79,16 @@ class Trace:
     lattice: Lattice            # statistics and drafter hidden states (tokens kept for the pool)
     edge_prob: np.ndarray       # [E] target probability of each pool node's token at its parent
     edge_greedy: np.ndarray     # [E] 1 where that token is the target's argmax at the parent
+
+
+def weights_fingerprint(*models: torch.nn.Module) -> str:
+    """A digest of the models' weights: traces collected with other weights are not reused."""
+    digest = hashlib.sha256()
+    for model in models:
+        for name, tensor in sorted(model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def load_pair_parts(out: Path, target_path: str | None, drafter_path: str | None):
@@ -157,23 +168,69 @@ def reliability(pred: np.ndarray, observed: np.ndarray, bins: int = 10) -> tuple
     return table, float(ece)
 
 
-def calibration(traces: list[Trace], scorer: TapsScorer | None, embed) -> dict:
-    """Predicted reach (scorer, or marginal product when None) vs observed greedy acceptance."""
-    preds, observed = [], []
+BUDGETS = (8, 16, 32, 64)
+
+
+def trace_reach(traces: list[Trace], scorer: TapsScorer | None, embed) -> list[tuple[np.ndarray, ...]]:
+    """Per trace: predicted reach of every pool node (scorer, or the marginal product when None),
+    observed greedy acceptance (1 on the target's greedy path, 0 elsewhere) and the marginal reach."""
     tables = ScorerTables(scorer, embed) if scorer is not None else None
+    out = []
     for t in traces:
         if scorer is None:
             q = np.concatenate([[1.0], np.exp(t.pool.marginal_logprob[1:])])
         else:
             q = normalise_siblings(t.pool.parents, tables.edge_probs(t.pool, t.lattice))
-        reach = reach_from_edges(t.pool.parents, q)
-        accepted = reach_from_edges(t.pool.parents, np.concatenate([[1.0], t.edge_greedy]))
-        preds.append(reach[1:])
-        observed.append(accepted[1:])
-    pred, obs = np.concatenate(preds), np.concatenate(observed)
+        marginal = reach_from_edges(t.pool.parents, np.concatenate([[1.0], np.exp(t.pool.marginal_logprob[1:])]))
+        out.append((reach_from_edges(t.pool.parents, q),
+                    reach_from_edges(t.pool.parents, np.concatenate([[1.0], t.edge_greedy])), marginal))
+    return out
+
+
+def budget_acceptance(reaches: list[tuple[np.ndarray, ...]], budgets=BUDGETS, pool_factor: int = 4) -> dict[str, float]:
+    """Mean tokens per round (accepted draft nodes + the target's own token) when the `budget`
+    nodes of highest predicted reach are verified: the held-out tau of the reach rule at each budget.
+
+    Each entry is (predicted reach, observed acceptance[, marginal reach]). With a marginal reach the
+    choice is made, as TAPS makes it at run time, among the pool_factor x budget nodes of highest
+    marginal reach (a prefix-closed pool). The accepted nodes form one chain, so a prefix-closed
+    selection accepts the chain's nodes it holds; the root's 1 counts the target's own token."""
+    from taps.selectors import top_by_reach
+
+    result = {}
+    for budget in budgets:
+        accepted = []
+        for pred, observed, *marginal in reaches:
+            count = budget
+            if marginal:
+                pool = top_by_reach(marginal[0], pool_factor * budget)
+                pred = np.where(np.isin(np.arange(len(pred)), pool), pred, -1.0)
+                count = min(budget, len(pool) - 1)
+            accepted.append(float(observed[top_by_reach(pred, count)].sum()))
+        result[str(budget)] = float(np.mean(accepted)) if accepted else 0.0
+    return result
+
+
+def tau_line(learned: dict, marginal: dict) -> str:
+    """One line: the held-out tau of the reach rule per budget, learned scorer against marginal product."""
+    if "tau_by_budget" not in learned:
+        return "held-out tau by budget: not in this log"
+    return ("held-out tau of the reach rule (the top-B nodes by predicted reach), learned / marginal: "
+            + ", ".join(f"B={b} {learned['tau_by_budget'][b]:.2f} / {marginal['tau_by_budget'][b]:.2f}"
+                        for b in learned["tau_by_budget"]))
+
+
+def calibration(traces: list[Trace], scorer: TapsScorer | None, embed) -> dict:
+    """Predicted reach (scorer, or marginal product when None) vs observed greedy acceptance: the
+    reliability table and ECE over all draft nodes, and the held-out tau of the reach rule per budget."""
+    reaches = trace_reach(traces, scorer, embed)
+    pred = np.concatenate([r[0][1:] for r in reaches]) if reaches else np.zeros(0)
+    obs = np.concatenate([r[1][1:] for r in reaches]) if reaches else np.zeros(0)
     table, ece = reliability(pred, obs)
     return {"ece": ece, "table": table, "nodes": int(len(pred)),
-            "mean_predicted": float(pred.mean()), "mean_observed": float(obs.mean())}
+            "mean_predicted": float(pred.mean()) if len(pred) else 0.0,
+            "mean_observed": float(obs.mean()) if len(obs) else 0.0,
+            "tau_by_budget": budget_acceptance(reaches)}
 
 
 def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_path: str | None,
@@ -189,17 +246,24 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
     prompt_len = json.loads(log_path.read_text())["train_config"]["prompt_len"] if log_path.exists() else 64
     rng = np.random.default_rng(tc.seed)
     trace_file = out / "scorer_data" / f"traces-{tc.top_k}-{tc.beam_width}-{tc.pool_cap}.pt"
+    fingerprint = weights_fingerprint(pair.target, pair.drafter)
     t0 = time.time()
-    if trace_file.exists():
-        saved = torch.load(trace_file, weights_only=False)
-        train_traces, val_traces = saved["train"], saved["val"]
+    saved = torch.load(trace_file, weights_only=False) if trace_file.exists() else None
+    if saved is not None and saved.get("fingerprint") != fingerprint:
+        print(f"{trace_file} was collected with other target or drafter weights: collecting again")
+        saved = None
+    if saved is not None and (len(saved["train"]) < tc.train_traces or len(saved["val"]) < tc.val_traces):
+        print(f"{trace_file} holds fewer traces than asked for: collecting again")
+        saved = None
+    if saved is not None:
+        train_traces, val_traces = saved["train"][:tc.train_traces], saved["val"][:tc.val_traces]
         print(f"loaded {len(train_traces)} + {len(val_traces)} traces from {trace_file}")
     else:
         train_traces = collect_traces(pair, np.load(data_dir / "train.npy"), prompt_len, tc.train_traces, tc, rng,
                                       "train")
         val_traces = collect_traces(pair, np.load(data_dir / "val.npy"), prompt_len, tc.val_traces, tc, rng, "val")
         trace_file.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"train": train_traces, "val": val_traces}, trace_file)
+        torch.save({"train": train_traces, "val": val_traces, "fingerprint": fingerprint}, trace_file)
     trace_s = time.time() - t0
     features = [pool_features(t.pool, t.lattice) for t in train_traces]
     labels = [torch.as_tensor(t.edge_prob if tc.label == "prob" else t.edge_greedy, dtype=torch.float32)
@@ -261,6 +325,7 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
     for row in learned["table"]:
         print(f"  reach {row['bin']}: {row['nodes']:6d} nodes, predicted {row['predicted']:.3f}, "
               f"observed {row['observed']:.3f}")
+    print("  " + tau_line(learned, marginal))
     scorer.save_pretrained(out / "scorer")
     log = {"train_config": asdict(tc), "parameters": n_params, "steps": step, "wall_time_s": round(elapsed, 1),
            "paused_s": round(clock.paused_s, 1), "trace_s": round(trace_s, 1), "train_pools": len(train_traces),

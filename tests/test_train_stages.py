@@ -233,3 +233,33 @@ def test_budget_acceptance_chooses_within_the_marginal_pool_as_taps_does():
     assert budget_acceptance([(learned, observed, marginal)], budgets=(1,), pool_factor=1) == {"1": 1.0}
     assert budget_acceptance([(learned, observed, marginal)], budgets=(1,), pool_factor=2) == {"1": 2.0}
     assert budget_acceptance([(learned, observed)], budgets=(1,), pool_factor=1) == {"1": 2.0}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_paths_trace_holds_the_run_time_pool_of_every_smaller_budget(seed):
+    """The first N nodes of the largest run-time pool are the run-time pool of N nodes, node for
+    node; a trace's sub-pool carries those nodes' labels."""
+    from taps.pool import Lattice, top_paths
+    from taps.train.scorer import Trace
+
+    gen = torch.Generator().manual_seed(seed)
+    lattice = Lattice.from_logits(torch.randn(15, 300, generator=gen) * 2.5, 64)
+    big = top_paths(7, lattice, 256, 64)
+    labels = np.arange(big.size, dtype=np.float64)
+    trace = Trace(big, lattice, labels / big.size, labels % 2, nested=True)
+    for nodes in (32, 64, 128):
+        small = top_paths(7, lattice, nodes, 64)
+        pool, prob, greedy = trace.sub_pool(nodes)
+        for field in ("tokens", "parents", "depths", "ranks"):
+            assert np.array_equal(getattr(pool, field), getattr(small, field)), field
+        assert np.allclose(pool.path_logprob, small.path_logprob)
+        assert np.array_equal(prob, labels[:nodes] / big.size) and np.array_equal(greedy, labels[:nodes] % 2)
+    assert trace.sub_pool(1000)[0] is big
+
+
+def test_scorer_anchors_stay_within_the_span_after_the_prompt():
+    from taps.train.scorer import anchor_range
+
+    assert anchor_range(256, 64, 128) == (63, 191)       # the first 128 generated positions
+    assert anchor_range(256, 64, 0) == (63, 254)         # anywhere, leaving a token to verify
+    assert anchor_range(100, 64, 128) == (63, 98)        # a short sequence ends first

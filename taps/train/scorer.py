@@ -1,13 +1,19 @@
 """Stage 4: the TAPS path-conditioned scorer, trained on pools the target verified in full.
 
 1. Traces: at random positions of target-regenerated sequences (the drafter stage's data), the
-   drafter drafts a block from the true context; the candidate pool (top-K lattice, beam, cap: the
-   same pools TAPS scores at run time, hundreds of nodes) is verified by the target in one tree
-   forward. The label of each edge is the target's softmax probability of the child at the parent.
+   drafter drafts a block from the true context; a pool is verified by the target in one tree
+   forward. The label of each edge is the target's softmax probability of the child at the parent
+   (or, `--label greedy`, whether the child is the target's argmax there).
+   `--pool paths` (default): the pool TAPS scores at run time, the pool_factor x budget best nodes
+   by marginal path score, for the largest budget (256 nodes). Those pools are nested (the heap
+   pops in order), so the first pool_factor x B nodes are the run-time pool of every smaller budget
+   B, scored with the features that pool gives (a parent's child count among them).
+   `--pool candidate`: the authors' beam pool (top-K lattice, beam, cap; hundreds of nodes).
 2. Train `TapsScorer` with per-parent KL(target || q) + 0.5 x BCE between predicted and target
-   reach.
-3. Report calibration on held-out traces (validation-split prompts): predicted reach against
-   observed greedy acceptance (reliability table and ECE), next to the marginal product's.
+   reach, over the run-time pools of every budget.
+3. Report on held-out traces (validation-split prompts): calibration, predicted reach against
+   observed greedy acceptance (reliability table and ECE), and the held-out tau of the reach rule
+   at each budget on its run-time pool; each next to the marginal product's (DDTree's choice).
 
     python -m taps.train scorer --out runs/pair
     python -m taps.train scorer --out /tmp/q --quick
@@ -33,7 +39,7 @@ from transformers import DynamicCache  # noqa: E402
 from taps.drafter import context_features  # noqa: E402
 from taps.estimate import normalise_siblings, reach_from_edges  # noqa: E402
 from taps.fast_drafter import DraftContext, fast_drafter  # noqa: E402
-from taps.pool import Lattice, candidate_pool  # noqa: E402
+from taps.pool import Lattice, candidate_pool, top_paths  # noqa: E402
 from taps.scorer import ScorerConfig, ScorerTables, TapsScorer, pool_features, scorer_loss  # noqa: E402
 from taps.train.common import (  # noqa: E402
     Checkpointer,
@@ -48,12 +54,18 @@ from taps.train.common import (  # noqa: E402
 from taps.tree import DraftTree  # noqa: E402
 from taps.verify import target_body, target_forward, trim_cache  # noqa: E402
 
+BUDGETS = (8, 16, 32, 64)      # the budgets the scorer trains for and is judged at (the bench's)
+
 
 @dataclass
 class ScorerTrainConfig:
     train_traces: int = 1500
     val_traces: int = 200
     anchors_per_sequence: int = 6
+    anchor_span: int = 128         # anchors within this many tokens after the prompt, as the app and
+                                   # the bench decode (0: anywhere in the sequence)
+    pool: str = "paths"            # paths: TAPS's run-time pools; candidate: the authors' beam pool
+    pool_factor: int = 4           # paths: run-time pools of pool_factor x budget nodes (DecodeConfig's)
     top_k: int = 64
     beam_width: int = 48
     pool_cap: int = 768
@@ -70,6 +82,7 @@ class ScorerTrainConfig:
 
 
 QUICK_TRAIN = dict(train_traces=24, val_traces=8, anchors_per_sequence=4, top_k=8, beam_width=6, pool_cap=40,
+                   pool_factor=1,
                    max_steps=40, minutes=2.0, batch_pools=4, warmup_steps=3, log_every=10, lr=5e-3)
 
 
@@ -79,6 +92,20 @@ class Trace:
     lattice: Lattice            # statistics and drafter hidden states (tokens kept for the pool)
     edge_prob: np.ndarray       # [E] target probability of each pool node's token at its parent
     edge_greedy: np.ndarray     # [E] 1 where that token is the target's argmax at the parent
+    nested: bool = False        # a `paths` pool: its first N nodes are the run-time pool of N nodes
+    position: int = -1          # the anchor: tokens of context before the drafted block
+
+    def sub_pool(self, nodes: int) -> tuple[DraftTree, np.ndarray, np.ndarray]:
+        """The run-time pool of `nodes` draft nodes (a nested pool's first ones; the whole pool
+        otherwise) with its edges' labels."""
+        if not self.nested or nodes >= self.pool.size:
+            return self.pool, self.edge_prob, self.edge_greedy
+        return self.pool.subtree(np.arange(nodes + 1)), self.edge_prob[:nodes], self.edge_greedy[:nodes]
+
+
+def pool_sizes(tc: "ScorerTrainConfig") -> list[int]:
+    """The run-time pool sizes the scorer trains and is judged on (one per budget)."""
+    return [tc.pool_factor * b for b in BUDGETS] if tc.pool == "paths" else [tc.pool_cap]
 
 
 def weights_fingerprint(*models: torch.nn.Module) -> str:
@@ -96,6 +123,13 @@ def load_pair_parts(out: Path, target_path: str | None, drafter_path: str | None
 
     return load_pair(None, target=target_path or str(out / "target"), drafter=drafter_path or str(out / "drafter"),
                      device="auto", dtype="float32")
+
+
+def anchor_range(length: int, prompt_len: int, span: int) -> tuple[int, int]:
+    """Anchors p in [low, high): the block is drafted from root token seq[p] after context seq[:p],
+    from the prompt's last token on, within `span` tokens of it (0: to the sequence's end)."""
+    high = length - 2 if span <= 0 else min(length - 2, prompt_len - 1 + span)
+    return prompt_len - 1, high
 
 
 @torch.inference_mode()
@@ -116,9 +150,8 @@ def collect_traces(pair, seqs: np.ndarray, prompt_len: int, count: int, tc: Scor
         length = seq.shape[1]
         hs = target(input_ids=seq, output_hidden_states=True, use_cache=False).hidden_states
         features = context_features(hs, drafter.target_layer_ids)
-        high = length - 2
-        anchors = np.sort(rng.choice(np.arange(prompt_len - 1, high), size=min(tc.anchors_per_sequence,
-                                                                                 high - prompt_len + 1),
+        low, high = anchor_range(length, prompt_len, tc.anchor_span)
+        anchors = np.sort(rng.choice(np.arange(low, high), size=min(tc.anchors_per_sequence, high - low),
                                      replace=False))
         cache = DynamicCache(config=target.config)
         cached = 0
@@ -134,7 +167,10 @@ def collect_traces(pair, seqs: np.ndarray, prompt_len: int, count: int, tc: Scor
             depth = min(block - 1, target.config.max_position_embeddings - p - 1)
             hidden = context.draft(int(seq[0, p]), depth, pair.embed)
             lattice = Lattice.from_logits(context.logits(hidden), tc.top_k, hidden=hidden.float().cpu())
-            pool = candidate_pool(int(seq[0, p]), lattice, tc.top_k, tc.beam_width, tc.pool_cap)
+            if tc.pool == "paths":
+                pool = top_paths(int(seq[0, p]), lattice, max(pool_sizes(tc)), tc.top_k)
+            else:
+                pool = candidate_pool(int(seq[0, p]), lattice, tc.top_k, tc.beam_width, tc.pool_cap)
             ids_t, pos, mask = pool.verify_inputs(p, p, pair.dtype, device)
             logits, _ = target_forward(target, cache, ids_t, pos, mask, None)
             trim_cache(cache, p)         # drop the pool from the cache again
@@ -145,7 +181,7 @@ def collect_traces(pair, seqs: np.ndarray, prompt_len: int, count: int, tc: Scor
             edge_greedy = (logits.argmax(-1)[parents] == children).double().cpu().numpy()
             lattice.hidden = lattice.hidden.cpu()
             lattice.drop_full()
-            traces.append(Trace(pool, lattice, edge_prob, edge_greedy))
+            traces.append(Trace(pool, lattice, edge_prob, edge_greedy, nested=tc.pool == "paths", position=p))
             progress.update(len(traces))
             if len(traces) >= count:
                 break
@@ -168,22 +204,19 @@ def reliability(pred: np.ndarray, observed: np.ndarray, bins: int = 10) -> tuple
     return table, float(ece)
 
 
-BUDGETS = (8, 16, 32, 64)
-
-
-def trace_reach(traces: list[Trace], scorer: TapsScorer | None, embed) -> list[tuple[np.ndarray, ...]]:
-    """Per trace: predicted reach of every pool node (scorer, or the marginal product when None),
-    observed greedy acceptance (1 on the target's greedy path, 0 elsewhere) and the marginal reach."""
+def trace_reach(traces: list[Trace], scorer: TapsScorer | None, embed,
+                nodes: int | None = None) -> list[tuple[np.ndarray, ...]]:
+    """Per trace (its run-time pool of `nodes` nodes, or the whole pool): predicted reach of every
+    pool node (scorer, or the marginal product when None), observed greedy acceptance (1 on the
+    target's greedy path, 0 elsewhere) and the marginal reach."""
     tables = ScorerTables(scorer, embed) if scorer is not None else None
     out = []
     for t in traces:
-        if scorer is None:
-            q = np.concatenate([[1.0], np.exp(t.pool.marginal_logprob[1:])])
-        else:
-            q = normalise_siblings(t.pool.parents, tables.edge_probs(t.pool, t.lattice))
-        marginal = reach_from_edges(t.pool.parents, np.concatenate([[1.0], np.exp(t.pool.marginal_logprob[1:])]))
-        out.append((reach_from_edges(t.pool.parents, q),
-                    reach_from_edges(t.pool.parents, np.concatenate([[1.0], t.edge_greedy])), marginal))
+        pool, _, greedy = t.sub_pool(nodes) if nodes is not None else (t.pool, None, t.edge_greedy)
+        marginal_q = np.concatenate([[1.0], np.exp(pool.marginal_logprob[1:])])
+        q = marginal_q if scorer is None else normalise_siblings(pool.parents, tables.edge_probs(pool, t.lattice))
+        out.append((reach_from_edges(pool.parents, q), reach_from_edges(pool.parents, np.concatenate([[1.0], greedy])),
+                    reach_from_edges(pool.parents, marginal_q)))
     return out
 
 
@@ -220,17 +253,22 @@ def tau_line(learned: dict, marginal: dict) -> str:
                         for b in learned["tau_by_budget"]))
 
 
-def calibration(traces: list[Trace], scorer: TapsScorer | None, embed) -> dict:
+def calibration(traces: list[Trace], scorer: TapsScorer | None, embed, pool_factor: int = 4) -> dict:
     """Predicted reach (scorer, or marginal product when None) vs observed greedy acceptance: the
     reliability table and ECE over all draft nodes, and the held-out tau of the reach rule per budget."""
     reaches = trace_reach(traces, scorer, embed)
     pred = np.concatenate([r[0][1:] for r in reaches]) if reaches else np.zeros(0)
     obs = np.concatenate([r[1][1:] for r in reaches]) if reaches else np.zeros(0)
     table, ece = reliability(pred, obs)
+    if traces and all(t.nested for t in traces):    # each budget on its own run-time pool
+        tau = {str(b): budget_acceptance(trace_reach(traces, scorer, embed, pool_factor * b), (b,), pool_factor)[str(b)]
+               for b in BUDGETS}
+    else:                                            # within one big pool, restricted as at run time
+        tau = budget_acceptance(reaches, BUDGETS, pool_factor)
     return {"ece": ece, "table": table, "nodes": int(len(pred)),
             "mean_predicted": float(pred.mean()) if len(pred) else 0.0,
             "mean_observed": float(obs.mean()) if len(obs) else 0.0,
-            "tau_by_budget": budget_acceptance(reaches)}
+            "tau_by_budget": tau}
 
 
 def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_path: str | None,
@@ -245,7 +283,10 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
     log_path = out / "drafter" / "training_log.json"
     prompt_len = json.loads(log_path.read_text())["train_config"]["prompt_len"] if log_path.exists() else 64
     rng = np.random.default_rng(tc.seed)
-    trace_file = out / "scorer_data" / f"traces-{tc.top_k}-{tc.beam_width}-{tc.pool_cap}.pt"
+    shape = (f"paths-{max(pool_sizes(tc))}-{tc.top_k}" if tc.pool == "paths"
+             else f"{tc.top_k}-{tc.beam_width}-{tc.pool_cap}")
+    shape += f"-span{tc.anchor_span}" if tc.anchor_span > 0 else ""
+    trace_file = out / "scorer_data" / f"traces-{shape}.pt"
     fingerprint = weights_fingerprint(pair.target, pair.drafter)
     t0 = time.time()
     saved = torch.load(trace_file, weights_only=False) if trace_file.exists() else None
@@ -265,9 +306,15 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
         trace_file.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"train": train_traces, "val": val_traces, "fingerprint": fingerprint}, trace_file)
     trace_s = time.time() - t0
-    features = [pool_features(t.pool, t.lattice) for t in train_traces]
-    labels = [torch.as_tensor(t.edge_prob if tc.label == "prob" else t.edge_greedy, dtype=torch.float32)
-              for t in train_traces]
+    # one training example per trace and run-time pool size: the features that pool gives, its labels
+    examples = []
+    for t in train_traces:
+        for nodes in pool_sizes(tc):
+            pool, prob, greedy = t.sub_pool(nodes)
+            examples.append((pool_features(pool, t.lattice), t.lattice.hidden,
+                             torch.as_tensor(prob if tc.label == "prob" else greedy, dtype=torch.float32)))
+            if pool is t.pool:
+                break
 
     torch.manual_seed(tc.seed)
     scorer = TapsScorer(ScorerConfig(model_dim=pair.target.config.hidden_size,
@@ -299,11 +346,12 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
         for group in optimizer.param_groups:
             group["lr"] = cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, 0.1,
                                     elapsed / (tc.minutes * 60) if tc.schedule == "time" else 0.0)
-        batch = rng.integers(0, len(features), size=tc.batch_pools)
+        batch = rng.integers(0, len(examples), size=tc.batch_pools)
         loss = 0.0
         for i in batch:
-            edge_logq, other_logq = scorer(features[i], train_traces[i].lattice.hidden, embed)
-            pool_loss, _ = scorer_loss(edge_logq, other_logq, features[i], labels[i])
+            feats, hidden, label = examples[i]
+            edge_logq, other_logq = scorer(feats, hidden, embed)
+            pool_loss, _ = scorer_loss(edge_logq, other_logq, feats, label)
             loss = loss + pool_loss / len(batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -318,8 +366,8 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
         ckpt.maybe_save(snapshot)
     ckpt.save(snapshot())
     scorer.eval()
-    learned = calibration(val_traces, scorer, embed)
-    marginal = calibration(val_traces, None, embed)
+    learned = calibration(val_traces, scorer, embed, tc.pool_factor)
+    marginal = calibration(val_traces, None, embed, tc.pool_factor)
     print(f"\ndone: {step} steps, {elapsed / 60:.1f} min. Held-out calibration (predicted reach vs observed "
           f"greedy acceptance): ECE learned {learned['ece']:.4f}, marginal {marginal['ece']:.4f}")
     for row in learned["table"]:
@@ -344,7 +392,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drafter", default=None, help="drafter folder or hub id (default OUT/drafter)")
     parser.add_argument("--quick", action="store_true", help="a few small pools, ~40 steps, asserts the loss drops")
     parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True)
-    add_config_arguments(parser, ScorerTrainConfig)
+    add_config_arguments(parser, ScorerTrainConfig, choices={"pool": ("paths", "candidate")})
 
 
 def main(args: argparse.Namespace) -> None:

@@ -11,5 +11,5 @@ RUN=${RUN:-runs/pair}
 python -m taps.train tokenizer --corpus stdlib --out "$RUN"
 python -m taps.train target    --out "$RUN" --minutes 55 --schedule time --max-steps 1400 --warmup-steps 100
 python -m taps.train drafter   --out "$RUN" --num-layers 2 --block-size 16 --target-layers 1,3,5 --anchors 24 --minutes 30 --schedule time --max-steps 1500
-python -m taps.train scorer    --out "$RUN" --minutes 10 --schedule time --label greedy
+python -m taps.train scorer    --out "$RUN" --minutes 10 --schedule time --label greedy --pool candidate --anchor-span 0 --val-traces 150
 python -m taps.train package   --out "$RUN" --name taps-stdlib-6m

@@ -192,8 +192,9 @@ def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir, capsys):
         assert list(taus.values()) == sorted(taus.values())      # more nodes never accept less
     # the saved traces are reused only with the weights they were collected with
     trace_file = next((out / "scorer_data").glob("traces-*.pt"))
+    parts = scorer_stage.load_pair_parts(out, None, None)
     assert torch.load(trace_file, weights_only=False)["fingerprint"] == scorer_stage.weights_fingerprint(
-        *(lambda p: (p.target, p.drafter))(scorer_stage.load_pair_parts(out, None, None)))
+        parts.target, parts.drafter)
     drafter_weights = load_file(out / "drafter" / "model.safetensors")
     first = next(iter(drafter_weights))
     drafter_weights[first] = drafter_weights[first] + 0.01

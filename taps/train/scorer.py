@@ -95,10 +95,10 @@ class Trace:
     nested: bool = False        # a `paths` pool: its first N nodes are the run-time pool of N nodes
     position: int = -1          # the anchor: tokens of context before the drafted block
 
-    def sub_pool(self, nodes: int) -> tuple[DraftTree, np.ndarray, np.ndarray]:
+    def sub_pool(self, nodes: int | None = None) -> tuple[DraftTree, np.ndarray, np.ndarray]:
         """The run-time pool of `nodes` draft nodes (a nested pool's first ones; the whole pool
-        otherwise) with its edges' labels."""
-        if not self.nested or nodes >= self.pool.size:
+        when None or not nested) with its edges' labels."""
+        if nodes is None or not self.nested or nodes >= self.pool.size:
             return self.pool, self.edge_prob, self.edge_greedy
         return self.pool.subtree(np.arange(nodes + 1)), self.edge_prob[:nodes], self.edge_greedy[:nodes]
 
@@ -204,17 +204,16 @@ def reliability(pred: np.ndarray, observed: np.ndarray, bins: int = 10) -> tuple
     return table, float(ece)
 
 
-def trace_reach(traces: list[Trace], scorer: TapsScorer | None, embed,
+def trace_reach(traces: list[Trace], tables: ScorerTables | None,
                 nodes: int | None = None) -> list[tuple[np.ndarray, ...]]:
     """Per trace (its run-time pool of `nodes` nodes, or the whole pool): predicted reach of every
-    pool node (scorer, or the marginal product when None), observed greedy acceptance (1 on the
-    target's greedy path, 0 elsewhere) and the marginal reach."""
-    tables = ScorerTables(scorer, embed) if scorer is not None else None
+    pool node (the scorer's tables, or the marginal product when None), observed greedy acceptance
+    (1 on the target's greedy path, 0 elsewhere) and the marginal reach."""
     out = []
     for t in traces:
-        pool, _, greedy = t.sub_pool(nodes) if nodes is not None else (t.pool, None, t.edge_greedy)
+        pool, _, greedy = t.sub_pool(nodes)
         marginal_q = np.concatenate([[1.0], np.exp(pool.marginal_logprob[1:])])
-        q = marginal_q if scorer is None else normalise_siblings(pool.parents, tables.edge_probs(pool, t.lattice))
+        q = marginal_q if tables is None else normalise_siblings(pool.parents, tables.edge_probs(pool, t.lattice))
         out.append((reach_from_edges(pool.parents, q), reach_from_edges(pool.parents, np.concatenate([[1.0], greedy])),
                     reach_from_edges(pool.parents, marginal_q)))
     return out
@@ -256,12 +255,13 @@ def tau_line(learned: dict, marginal: dict) -> str:
 def calibration(traces: list[Trace], scorer: TapsScorer | None, embed, pool_factor: int = 4) -> dict:
     """Predicted reach (scorer, or marginal product when None) vs observed greedy acceptance: the
     reliability table and ECE over all draft nodes, and the held-out tau of the reach rule per budget."""
-    reaches = trace_reach(traces, scorer, embed)
+    tables = ScorerTables(scorer, embed) if scorer is not None else None    # folded once, used per budget
+    reaches = trace_reach(traces, tables)
     pred = np.concatenate([r[0][1:] for r in reaches]) if reaches else np.zeros(0)
     obs = np.concatenate([r[1][1:] for r in reaches]) if reaches else np.zeros(0)
     table, ece = reliability(pred, obs)
     if traces and all(t.nested for t in traces):    # each budget on its own run-time pool
-        tau = {str(b): budget_acceptance(trace_reach(traces, scorer, embed, pool_factor * b), (b,), pool_factor)[str(b)]
+        tau = {str(b): budget_acceptance(trace_reach(traces, tables, pool_factor * b), (b,), pool_factor)[str(b)]
                for b in BUDGETS}
     else:                                            # within one big pool, restricted as at run time
         tau = budget_acceptance(reaches, BUDGETS, pool_factor)

@@ -264,3 +264,19 @@ def test_scorer_anchors_stay_within_the_span_after_the_prompt():
     assert anchor_range(256, 64, 128) == (63, 191)       # the first 128 generated positions
     assert anchor_range(256, 64, 0) == (63, 254)         # anywhere, leaving a token to verify
     assert anchor_range(100, 64, 128) == (63, 98)        # a short sequence ends first
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("anchor_span", -1, "--anchor-span -1: must be at least 0"),
+    ("pool_factor", 0, "--pool-factor 0: must be at least 1"),
+    ("train_traces", 0, "--train-traces 0: must be at least 1"),
+])
+def test_scorer_stage_refuses_out_of_range_options(tmp_path, option, value, message):
+    from taps.train import scorer as scorer_stage
+
+    args = argparse.Namespace(out=tmp_path / "nowhere", target=None, drafter=None, quick=False, resume=True,
+                              **{f: None for f in scorer_stage.ScorerTrainConfig.__dataclass_fields__})
+    setattr(args, option, value)
+    with pytest.raises(SystemExit, match=message):
+        scorer_stage.main(args)
+    assert not (tmp_path / "nowhere").exists()

@@ -48,6 +48,7 @@ from taps.train.common import (  # noqa: E402
     add_config_arguments,
     apply_arguments,
     check_loss_dropped,
+    check_ranges,
     cosine_lr,
     trim_heap,
 )
@@ -80,6 +81,10 @@ class ScorerTrainConfig:
     log_every: int = 25
     ckpt_minutes: float = 3.0
 
+
+# the options this stage's sampling and pools read, refused outside these before any work starts
+BOUNDS = {"anchor_span": (0, None), "pool_factor": (1, None), "anchors_per_sequence": (1, None),
+          "train_traces": (1, None), "val_traces": (1, None)}
 
 QUICK_TRAIN = dict(train_traces=24, val_traces=8, anchors_per_sequence=4, top_k=8, beam_width=6, pool_cap=40,
                    pool_factor=1,
@@ -398,4 +403,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> None:
     tc = ScorerTrainConfig(**(QUICK_TRAIN if args.quick else {}))
     apply_arguments(args, tc)
+    check_ranges(tc, BOUNDS)
     train(Path(args.out), tc, args.target, args.drafter, args.resume, args.quick)

@@ -3,6 +3,7 @@ whitespace-separated words) in the AR continuations of a benchmark folder, plus 
 
     python scripts/text_quality.py results/humaneval-cpu-cost [--samples 3] [--prompts HumanEval/0,...]
     python scripts/text_quality.py results/humaneval-cpu-cost --by-repetition [--threshold 0.5]
+    python scripts/text_quality.py OLD NEW --by-repetition --split-by OLD
 
 Two readings: per continuation (distinct 4-grams / 4-grams, averaged over prompts) and pooled
 (distinct 4-grams over all continuations together / all 4-grams, which also counts phrases that
@@ -12,7 +13,9 @@ recur from one prompt's text to the next). 1.0 means nothing repeats; a loop dri
 words (below the threshold: the target loops there) and gives every selector's tau and speed-up over
 AR in each part, computed as the bench computes its summary (taps.bench.summarise) from the rows of
 that part only: how much of a pair's figure comes from text that repeats itself, which any drafter
-predicts easily.
+predicts easily. With --split-by FOLDER every folder's prompts are split by FOLDER's AR text
+instead of their own, so that two pairs' runs on the same prompts compare part by part on the same
+prompts (say, the ones where the old target loops and the ones where it does not).
 """
 
 from __future__ import annotations
@@ -45,18 +48,25 @@ def quality(folder: Path) -> dict:
             "pooled_words": len(set(pooled)) / max(len(pooled), 1)}
 
 
-def by_repetition(folder: Path, threshold: float) -> str:
+def by_repetition(folder: Path, threshold: float, split_by: Path | None = None) -> str:
     from taps.bench import summarise
 
     rows = [json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines() if line.strip()]
-    share = {r["prompt_id"]: distinct_share(r["text"].split()) or 0.0 for r in ar_rows(folder)}
+    ids = {r["prompt_id"] for r in ar_rows(folder)}
+    share = {r["prompt_id"]: distinct_share(r["text"].split()) or 0.0 for r in ar_rows(split_by or folder)}
+    if not ids <= set(share):
+        missing = sorted(ids - set(share))
+        raise SystemExit(f"--split-by {split_by} has no AR row for {len(missing)} of {folder}'s prompts "
+                         f"(first: {missing[0]}): split runs of the same prompts")
+    share = {p: s for p, s in share.items() if p in ids}
     parts = {"all": set(share),
              f"share >= {threshold:g}": {p for p, s in share.items() if s >= threshold},
              f"share < {threshold:g} (loops)": {p for p, s in share.items() if s < threshold}}
     selectors = list(dict.fromkeys(r["selector"] for r in rows if r["selector"] != "ar"))
     summaries = {name: {_key(e): e for e in summarise([r for r in rows if r["prompt_id"] in ids], selectors)}
                  for name, ids in parts.items() if ids}
-    lines = [f"{folder}: prompts split by their AR text's distinct-4-gram share of words "
+    source = "their" if split_by is None else f"{split_by}'s"
+    lines = [f"{folder}: prompts split by {source} AR text's distinct-4-gram share of words "
              + ", ".join(f"{name}: {len(ids)}" for name, ids in parts.items()), "",
              "| selector | estimator | budget | size | " + " | ".join(f"{n}: tau | {n}: speed-up" for n in summaries)
              + " |", "|---|---|---:|---|" + "---:|---:|" * len(summaries)]
@@ -84,10 +94,12 @@ def main() -> None:
     ap.add_argument("--by-repetition", action="store_true",
                     help="every selector's tau and speed-up on the prompts whose AR text repeats and on the others")
     ap.add_argument("--threshold", type=float, default=0.5, help="distinct-4-gram share of words that splits them")
+    ap.add_argument("--split-by", type=Path, default=None,
+                    help="with --by-repetition: split every folder's prompts by this folder's AR text")
     args = ap.parse_args()
     if args.by_repetition:
         for folder in args.folders:
-            print(by_repetition(folder, args.threshold) + "\n")
+            print(by_repetition(folder, args.threshold, args.split_by) + "\n")
         return
     print("| folder | prompts | distinct 4-grams of tokens | of words | pooled: of tokens | pooled: of words |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -303,3 +303,34 @@ def test_compare_pairs_reads_each_runs_own_ratios_and_checks_the_bars(tmp_path):
     assert "- NOT met: TAPS/learned best speed-up at least old's (2.00x against 2.60x)" in table
     with pytest.raises(SystemExit, match="summary.csv is missing"):
         cp.read_summary(tmp_path)
+
+
+def test_by_repetition_can_split_by_another_runs_ar_text(bench_out, tmp_path):
+    """--split-by: the parts come from another folder's AR text (the old pair's, say), so that two
+    runs of the same prompts compare on the same prompts; a folder lacking a prompt is refused."""
+    from taps.bench import summarise
+
+    tq = _text_quality()
+    rows = _rows(bench_out)
+    ids = sorted({r["prompt_id"] for r in rows})
+    assert len(ids) >= 2
+    other = tmp_path / "other"
+    other.mkdir()
+    with open(other / "rows.jsonl", "w") as fh:                # the first prompt loops there, no other
+        for i, pid in enumerate(ids):
+            text = "a b c d " * 8 if i == 0 else " ".join(f"w{k}" for k in range(32))
+            fh.write(json.dumps({"prompt_id": pid, "selector": "ar", "text": text}) + "\n")
+    table = tq.by_repetition(bench_out, 0.5, split_by=other)
+    assert f"share >= 0.5: {len(ids) - 1}" in table and "share < 0.5 (loops): 1" in table
+    header, _, *body = [line for line in table.splitlines() if line.startswith("|")]
+    selectors = list(dict.fromkeys(r["selector"] for r in rows if r["selector"] != "ar"))
+    looped = {tq._key(e): e for e in summarise([r for r in rows if r["prompt_id"] == ids[0]], selectors)}
+    for line in body:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        key = next(k for k in looped if (k[0], k[1] if k[0] == "taps" else "-", str(k[2]), k[3] or "-")
+                   == tuple(cells[:4]))
+        assert cells[8] == f"{looped[key]['tau']:.2f}" and cells[9] == f"{looped[key]['speedup_vs_ar']:.2f}x"
+    with open(other / "rows.jsonl", "w") as fh:                # a prompt missing: refused, by name
+        fh.write(json.dumps({"prompt_id": ids[0], "selector": "ar", "text": "x"}) + "\n")
+    with pytest.raises(SystemExit, match="no AR row for"):
+        tq.by_repetition(bench_out, 0.5, split_by=other)

@@ -340,3 +340,35 @@ def test_trim_heap_hands_freed_pages_back():
     assert trim_heap()
     assert rss_mb() - before < 64, "the freed 256 MB stayed in the process"
     assert len(kept) == 4000
+
+
+def test_init_from_grows_the_trained_target_without_changing_it(run_dir: Path, tmp_path: Path) -> None:
+    """--init-from a 2-layer quick target into a 4-layer run: the grown model's first evaluation
+    is the trained model's own last one, the log says where each trained layer went, and the run
+    trains on from there."""
+    shutil.copytree(run_dir / "tokenizer", tmp_path / "tokenizer")
+    stdout = run_stage("target", "--quick", "--out", str(tmp_path), "--num-hidden-layers", "4",
+                       "--init-from", str(run_dir / "target"), "--max-steps", "30", "--lr", "1e-3")
+    assert "2 trained layers, grown to 4" in stdout
+    trained = json.loads((run_dir / "target" / "training_log.json").read_text())
+    log = json.loads((tmp_path / "target" / "training_log.json").read_text())
+    assert log["init"]["layers_from"] == 2 and log["init"]["layer_map"] == {"0": 0, "1": 3}
+    assert abs(log["init"]["val_loss"] - trained["final_val_loss"]) < 1e-5
+    assert log["model_config"]["num_hidden_layers"] == 4 and log["steps"] == 30
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--init-from", "no/such/folder", "no trained target there"),
+    ("--hidden-size", "96", "another shape: hidden_size 64 (the run has 96)"),
+    ("--num-hidden-layers", "1", "a model can grow, not shrink"),
+])
+def test_init_from_refuses_a_target_that_does_not_fit(run_dir: Path, tmp_path: Path, option: str, value: str,
+                                                      message: str) -> None:
+    shutil.copytree(run_dir / "tokenizer", tmp_path / "tokenizer")
+    args = ["--init-from", str(run_dir / "target"), option, value]
+    if option == "--hidden-size":
+        args += ["--num-attention-heads", "3"]
+    proc = subprocess.run([sys.executable, "-m", "taps.train", "target", "--quick", "--out", str(tmp_path), *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and message in proc.stderr + proc.stdout
+    assert not (tmp_path / "target").exists()

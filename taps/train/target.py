@@ -24,6 +24,8 @@ with ``save_pretrained`` to ``OUT/target/``, together with the tokenizer and ``t
     python -m taps.train target --out runs/pair --minutes 55 --schedule time --max-steps 1400
     python -m taps.train target --out runs/pair2 --corpus stdlib+libs --num-hidden-layers 8 ...
     python -m taps.train target --out /tmp/q --quick     # seconds; fails unless the loss drops
+    python -m taps.train target --out runs/pair4 --num-hidden-layers 10 --init-from runs/pair3/target_mle ...
+                                                         # a deeper target grown from a trained one
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from taps.train.common import (
     save_checkpoint,
     weighted_split,
 )
+from taps.train.grow import load_init
 
 
 @dataclass
@@ -101,6 +104,7 @@ class TrainConfig:
     eval_windows: int = 0  # 0: the whole validation split; N: only its first N windows
     ckpt_minutes: float = 5.0
     threads: int = 0  # torch threads; 0: every core this process may use (1 with --quick)
+    init_from: str = ""  # a trained target folder to start from, grown to this depth if shallower (taps.train.grow)
 
 
 QUICK_MODEL = dict(hidden_size=64, intermediate_size=192, num_hidden_layers=2, num_attention_heads=2,
@@ -282,6 +286,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
     print(f"torch threads {torch.get_num_threads()}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
 
     step, tokens_seen, elapsed = 0, 0, 0.0
+    init: dict[str, Any] | None = None
     history: list[dict[str, float]] = []
     evals: list[dict[str, float]] = []
     step_losses: list[float] = []
@@ -304,7 +309,12 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
         step, tokens_seen, elapsed = ckpt["step"], ckpt["tokens_seen"], ckpt["elapsed"]
         history, evals, step_losses = ckpt["history"], ckpt["evals"], ckpt["step_losses"]
         resumes = ckpt["resumes"] + [step]
+        init = ckpt.get("init")
         print(f"resumed from {ckpt_path} at step {step} ({elapsed / 60:.1f} min trained)")
+    elif tc.init_from:
+        init = load_init(model, Path(tc.init_from))
+        print(f"started from {init['from']}: {init['layers_from']} trained layers, grown to {init['layers_to']} "
+              f"(new layers after {init['inserted_after']}; trained layer -> index {init['layer_map']})")
 
     def state() -> dict[str, Any]:
         return {
@@ -312,7 +322,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
             "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state,
             "step": step, "tokens_seen": tokens_seen, "elapsed": elapsed,
             "history": history, "evals": evals, "step_losses": step_losses, "resumes": resumes,
-            "model_config": asdict(mc), "train_config": asdict(tc),
+            "model_config": asdict(mc), "train_config": asdict(tc), "init": init,
         }
 
     # SIGTERM / Ctrl-C: checkpoint at the next step boundary, then exit with PAUSED_EXIT
@@ -339,6 +349,12 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
         return result
 
     old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    if init is not None and step == 0 and "val_bpb" not in init:
+        start = run_eval()   # the grown model before any step: the trained model's own figure
+        if start is not None:
+            init.update(val_loss=start["val_loss"], val_bpb=start["val_bpb"])
+            print(f"eval  step     0 | val loss {start['val_loss']:.4f} nats/token | "
+                  f"{start['val_bpb']:.4f} bits/byte (as started)", flush=True)
 
     budget = tc.minutes * 60
     tokens_per_step = tc.batch_size * tc.seq_len
@@ -441,6 +457,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
         "final_val_bpb": val_bpb,
         "val_scope": "all windows" if not tc.eval_windows else f"first {tc.eval_windows} windows",
         "resumed_at_steps": resumes,
+        "init": init,
         "evals": evals,
         "history": history,
         "torch_threads": torch.get_num_threads(),

@@ -61,3 +61,36 @@ def test_insertion_points_spread_and_refuse_shrinking() -> None:
     for n_from, n_to in ((6, 4), (1, 2)):
         with pytest.raises(ValueError):
             insertion_points(n_from, n_to)
+
+
+def test_a_grown_pair_decodes_the_same_tokens_and_trees(tiny_pair_dir, tiny_pair, tmp_path) -> None:
+    """scripts/grow_pair.py: the grown target with the remapped drafter gives every selector the
+    original pair's tokens, round by round (the same tau), and the greedy reference is unchanged."""
+    import importlib.util
+    from pathlib import Path
+
+    from taps import DecodeSession, greedy_continuation, load_pair
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "grow_pair.py"
+    spec = importlib.util.spec_from_file_location("grow_pair", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    mapping = module.grow_pair(tiny_pair_dir, 7, tmp_path / "grown")
+    grown = load_pair(tmp_path / "grown", device=str(tiny_pair.device), dtype="float64")
+    assert grown.target.config.num_hidden_layers == 7
+    assert grown.feature_layers == [mapping[i] for i in tiny_pair.feature_layers]
+    prompt = [5, 17, 33, 9, 41, 12, 60, 7]
+    reference = greedy_continuation(tiny_pair, prompt, 20)
+    assert greedy_continuation(grown, prompt, 20) == reference
+    for selector, estimator in (("dflash", "marginal"), ("ddtree", "marginal"), ("taps", "online")):
+        runs = []
+        for pair in (tiny_pair, grown):
+            session = DecodeSession(pair, prompt, selector=selector, estimator=estimator, budget=16,
+                                    max_new_tokens=20, stop_at_eos=False)
+            session.run()
+            runs.append((session.generated, [r.tau for r in session.rounds]))
+        assert runs[0] == runs[1] and runs[0][0] == reference, selector
+    with pytest.raises(SystemExit, match="exists"):
+        module.grow_pair(tiny_pair_dir, 7, tmp_path / "grown")
+    with pytest.raises(SystemExit, match="--layers 3"):
+        module.grow_pair(tiny_pair_dir, 3, tmp_path / "shrunk")

@@ -393,8 +393,9 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
             tok_s = tokens_log / max(train_log, 1e-9)
             steps_left_s = (tc.max_steps - step) * tokens_per_step / max(tok_s, 1e-9)
             eta = min(steps_left_s, max(0.0, budget - elapsed))
-            # wall clock per second of training in this session (evaluations, checkpoints)
-            overhead = (time.time() - t_session) / max(elapsed - elapsed_session, 1e-9)
+            # wall clock per second of training in this session (evaluations, checkpoints), less
+            # its pauses (SIGSTOP while a benchmark runs), which would otherwise push the end out
+            overhead = (time.time() - t_session - clock.paused_s) / max(elapsed - elapsed_session, 1e-9)
             ends = time.strftime("%H:%M", time.localtime(time.time() + eta * overhead))
             mean_loss = sum(losses_log) / len(losses_log)
             history.append({"step": step, "loss": mean_loss, "lr": lr, "tok_s": tok_s,

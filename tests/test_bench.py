@@ -334,3 +334,15 @@ def test_by_repetition_can_split_by_another_runs_ar_text(bench_out, tmp_path):
         fh.write(json.dumps({"prompt_id": ids[0], "selector": "ar", "text": "x"}) + "\n")
     with pytest.raises(SystemExit, match="no AR row for"):
         tq.by_repetition(bench_out, 0.5, split_by=other)
+
+
+def test_depth_table_reads_each_pairs_own_runs(tmp_path):
+    """scripts/depth_table.py on the committed depth study: each row from its own pair's runs."""
+    dt = _script("depth_table")
+    text = dt.table(ROOT / "results" / "target-depth", ["old", "d12"])
+    old, grown = text.splitlines()[2:]
+    assert old.startswith("| old | taps-stdlib-6m (5.77M parameters) |") and "| 4.54 / 2.72x |" in old
+    assert grown.startswith("| d12 | taps-code-6m-grown12 (10.49M parameters) |") and "| 3.78 / 2.46x |" in grown
+    assert old.endswith("| yes |") and grown.endswith("| yes |")
+    with pytest.raises(SystemExit, match="no summary.csv"):
+        dt.table(tmp_path, ["old"])

@@ -12,8 +12,8 @@ writes a useful gradient from the first step.
 Why a deeper target at all: on a CPU an AR step of this 6 x 256 target is bound by per-call
 overhead and by reading its weights, while a tree's verify pass reads them once for every node,
 so a deeper target gives tree decoding more to gain over AR (results/target-depth/README.md:
-at equal tau, the taps-code-6m drafter's DDTree@16 goes from 2.02x over AR with 6 layers to 2.24x,
-2.29x and 2.35x with 8, 10 and 12).
+at equal tau, the taps-code-6m drafter's DDTree@16 goes from 2.03x over AR with 6 layers to 2.07x,
+2.23x and 2.46x with 8, 10 and 12, as AR slows from 194 to 114 tokens/s).
 
 The drafter reads the target's hidden states by layer index; `layer_map` says where each trained
 layer sits in the grown model (a drafter trained on the original reads `--target-layers` mapped

@@ -26,20 +26,21 @@ sys.path.insert(0, str(REPO))
 from taps.train.grow import grow_state, layer_map  # noqa: E402
 
 
-def parts(pair: Path) -> dict[str, Path]:
+def parts(pair: Path) -> tuple[dict[str, Path], str]:
+    """The pair's part folders that exist, and its name (from pair.json, else the folder's)."""
     manifest = pair / "pair.json"
     names = json.loads(manifest.read_text()) if manifest.is_file() else {}
     found = {part: pair / names.get(part, part) for part in ("target", "drafter", "scorer")}
     missing = [p for p in ("target", "drafter") if not (found[p] / "config.json").is_file()]
     if missing:
         raise SystemExit(f"{pair}: no {' or '.join(missing)} folder with a config.json")
-    return {k: v for k, v in found.items() if (v / "config.json").is_file()}
+    return {k: v for k, v in found.items() if (v / "config.json").is_file()}, names.get("name", pair.name)
 
 
 def grow_pair(pair: Path, layers: int, dest: Path) -> dict[int, int]:
     from safetensors.torch import load_file, save_file
 
-    found = parts(pair)
+    found, name = parts(pair)
     config = json.loads((found["target"] / "config.json").read_text())
     n_from = int(config["num_hidden_layers"])
     try:
@@ -65,8 +66,6 @@ def grow_pair(pair: Path, layers: int, dest: Path) -> dict[int, int]:
     (dest / "drafter" / "config.json").write_text(json.dumps(dconfig, indent=2) + "\n")
     if "scorer" in found:
         shutil.copytree(found["scorer"], dest / "scorer")
-    name = json.loads((pair / "pair.json").read_text()).get("name", pair.name) if (pair / "pair.json").is_file() \
-        else pair.name
     manifest = {"name": f"{name}-grown{layers}", "target": "target", "drafter": "drafter"}
     if "scorer" in found:
         manifest["scorer"] = "scorer"

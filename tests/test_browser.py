@@ -294,10 +294,11 @@ def test_out_of_range_budget_gets_the_engines_message(server, browser):
         settled(page)
         budget.fill(typed)
         budget.press("Enter")
-        expect(page.get_by_text(f"budget must be from 1 to 1024, got {typed}").first).to_be_visible()
+        message = page.get_by_text(f"budget must be from 1 to 1024, got {typed}").first
+        expect(message).to_be_visible()
         idle(page)
         expect(budget).to_have_value(typed)                                    # kept as typed, not clamped
-        expect(page.get_by_text(f"budget must be from 1 to 1024, got {typed}").first).to_be_visible()
+        expect(message).to_be_visible()
     click_step(page)
     expect(page.locator('[data-testid="stAlert"]').filter(has_text="got 0").first).to_be_visible()
     assert metric(page, "Tokens").count() == 0                                 # nothing ran

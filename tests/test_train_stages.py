@@ -199,8 +199,17 @@ def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir, capsys):
     first = next(iter(drafter_weights))
     drafter_weights[first] = drafter_weights[first] + 0.01
     save_file(drafter_weights, out / "drafter" / "model.safetensors")
-    scorer_stage.main(argparse.Namespace(**{**vars(sargs), "resume": False}))
-    assert "collected with other target or drafter weights" in capsys.readouterr().out
+    capsys.readouterr()
+    scorer_stage.main(sargs)                # resume on, as a rerun of the same command: nothing stale is kept
+    printed = capsys.readouterr().out
+    assert "collected with other target or drafter weights" in printed
+    assert "trained on pools of other target or drafter weights: training afresh" in printed
+    assert "resumed from" not in printed
+    retrained = json.loads((out / "scorer" / "training_log.json").read_text())
+    assert retrained["steps"] > 0
+    parts = scorer_stage.load_pair_parts(out, None, None)   # its checkpoint names the pools it was trained on
+    assert torch.load(out / "scorer_ckpt" / "ckpt.pt", weights_only=False)["traces"] == \
+        scorer_stage.weights_fingerprint(parts.target, parts.drafter)
     (out / "pair.json").write_text('{"name": "q", "target": "target", "drafter": "drafter", "scorer": "scorer"}')
     pair = load_pair(out, device="cpu")
     s = DecodeSession(pair, "def f(x):", selector="taps", estimator="learned", budget=8, max_new_tokens=10,

@@ -330,6 +330,11 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
     optimizer = torch.optim.AdamW(scorer.parameters(), lr=tc.lr, weight_decay=0.01)
     ckpt = Checkpointer(out / "scorer_ckpt" / "ckpt.pt", tc.ckpt_minutes)
     state = ckpt.load() if resume else None
+    if state is not None and state.get("traces") != fingerprint:
+        # a checkpoint of a scorer trained on another drafter's (or target's) pools: resuming it
+        # would skip training (its step count may be spent) and ship a scorer of other pools
+        print(f"{ckpt.path} was trained on pools of other target or drafter weights: training afresh")
+        state = None
     step, elapsed, history = 0, 0.0, []
     if state is not None:
         scorer.load_state_dict(state["model"])
@@ -340,7 +345,8 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
 
     def snapshot():
         return {"model": scorer.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                "elapsed": elapsed, "history": history, "numpy_rng": rng.bit_generator.state}
+                "elapsed": elapsed, "history": history, "numpy_rng": rng.bit_generator.state,
+                "traces": fingerprint}
 
     progress = Progress(tc.max_steps, "scorer", budget_s=tc.minutes * 60)
     progress.update(step, elapsed=elapsed)

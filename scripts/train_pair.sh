@@ -5,7 +5,7 @@
 # trained on, and whose drafter starts the 12-layer target's drafter (RUN). Every stage shows
 # progress, checkpoints, and resumes when run again after an interruption.
 #
-#   bash scripts/train_pair.sh              # every stage, in order, in the foreground (~17 h on 2 cores)
+#   bash scripts/train_pair.sh              # every stage, in order, in the foreground (~14 h on 2 cores)
 #   bash scripts/train_pair.sh target-bg    # only the 6-layer target stage, in the background (nohup +
 #                                           # setsid): log RUN6/target.log, pid RUN6/target.pid
 #

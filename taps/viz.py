@@ -605,7 +605,8 @@ def _spread_error(spreads) -> dict:
 
 def race_figure(summary: list[dict], profile_label: str = "") -> go.Figure:
     """Modelled speed-up over AR (left: deterministic, under the named profile) beside the measured
-    one (right: the median over repeats, the whistles the range), one bar per selector; AR at 1."""
+    one (right: the median over repeats, the whiskers the range), one bar per selector; AR at 1.
+    Each measured median is written above its whisker's top, where no whisker crosses it."""
     repeats = max((row["repeats"] for row in summary), default=0)
     fig = make_subplots(rows=1, cols=2, subplot_titles=(
         "modelled speed-up over AR" + (f"<br><sup>on {_escape(profile_label)}'s latency profile</sup>"
@@ -620,11 +621,17 @@ def race_figure(summary: list[dict], profile_label: str = "") -> go.Figure:
                          textposition="outside", marker=marker, showlegend=False, name="modelled"), row=1, col=1)
     spreads = [row["speedup"] for row in summary]
     fig.add_trace(go.Bar(x=labels, y=[sp.median for sp in spreads], error_y=_spread_error(spreads),
-                         text=[f"{sp.median:.2f}×" for sp in spreads], textposition="inside", insidetextanchor="end",
                          marker=marker, showlegend=False, name="measured"), row=1, col=2)
+    fig.add_trace(go.Scatter(x=labels, y=[max(sp.high, sp.median) for sp in spreads], mode="text",
+                             text=[f"{sp.median:.2f}×" for sp in spreads], textposition="top center",
+                             textfont=dict(size=16), showlegend=False, hoverinfo="skip", name="measured median"),
+                  row=1, col=2)
     for col in (1, 2):
         fig.add_hline(y=1.0, line=dict(color=PALETTE["grey"], dash="dash", width=2), row=1, col=col)
     fig.update_yaxes(rangemode="tozero", title_text="× AR")
+    tops = [max(sp.high, sp.median) for sp in spreads if sp.high == sp.high]
+    if tops:                                     # headroom for the labels above the whiskers
+        fig.update_yaxes(range=[0, 1.15 * max(max(tops), 1.0)], row=1, col=2)
     fig.update_traces(cliponaxis=False)
     fig.update_layout(template="plotly_white", font=FONT, height=470, margin=dict(l=20, r=20, t=110, b=50),
                       meta={"kind": "race"})

@@ -299,6 +299,8 @@ def test_other_figures(tree_rounds):
     race = viz.race_figure(rows[:2], "fixed profile")
     assert list(race.data[0].text) == ["1.00×", "1.60×"]
     assert list(race.data[1].error_y.array) == pytest.approx([1 / 50, 2 / 50])
+    label = race.data[2]                                  # the measured medians, above the whiskers
+    assert list(label.text) == ["1.00×", "1.60×"] and list(label.y) == pytest.approx([51 / 50, 82 / 50])
     best = best_budgets(rows)
     sweep_fig = viz.sweep_figure(rows, "fixed profile", best)
     star = [t for t in sweep_fig.data if t.marker.symbol == "star"][0]

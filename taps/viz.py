@@ -620,18 +620,19 @@ def race_figure(summary: list[dict], profile_label: str = "") -> go.Figure:
     fig.add_trace(go.Bar(x=labels, y=modelled, text=[f"{v:.2f}×" if v == v else "—" for v in modelled],
                          textposition="outside", marker=marker, showlegend=False, name="modelled"), row=1, col=1)
     spreads = [row["speedup"] for row in summary]
+    tops = [max(sp.high, sp.median) for sp in spreads]       # each whisker's top (the bar's, without one)
     fig.add_trace(go.Bar(x=labels, y=[sp.median for sp in spreads], error_y=_spread_error(spreads),
                          marker=marker, showlegend=False, name="measured"), row=1, col=2)
-    fig.add_trace(go.Scatter(x=labels, y=[max(sp.high, sp.median) for sp in spreads], mode="text",
+    fig.add_trace(go.Scatter(x=labels, y=tops, mode="text",
                              text=[f"{sp.median:.2f}×" for sp in spreads], textposition="top center",
                              textfont=dict(size=16), showlegend=False, hoverinfo="skip", name="measured median"),
                   row=1, col=2)
     for col in (1, 2):
         fig.add_hline(y=1.0, line=dict(color=PALETTE["grey"], dash="dash", width=2), row=1, col=col)
     fig.update_yaxes(rangemode="tozero", title_text="× AR")
-    tops = [max(sp.high, sp.median) for sp in spreads if sp.high == sp.high]
-    if tops:                                     # headroom for the labels above the whiskers
-        fig.update_yaxes(range=[0, 1.15 * max(max(tops), 1.0)], row=1, col=2)
+    measured_tops = [top for top in tops if top == top]     # NaN-free
+    if measured_tops:                            # headroom for the labels above the whiskers
+        fig.update_yaxes(range=[0, 1.15 * max(max(measured_tops), 1.0)], row=1, col=2)
     fig.update_traces(cliponaxis=False)
     fig.update_layout(template="plotly_white", font=FONT, height=470, margin=dict(l=20, r=20, t=110, b=50),
                       meta={"kind": "race"})

@@ -270,17 +270,24 @@ def machine_profile(pair: ModelPair | None, budget: int = 0):
 
 
 @st.cache_data(show_spinner=False)
-def _references() -> dict:
+def _references(pair_name: str | None) -> dict:
+    """Reference profiles measured for the pair `pair_name` (all of them when None)."""
     from taps.costs import reference_profiles
 
-    return reference_profiles()
+    return reference_profiles(pair_name)
+
+
+def _pair_references(pair: ModelPair | None) -> dict:
+    """The reference profiles that price this pair's rounds: none without a pair."""
+    return _references(pair.name) if pair is not None else {}
 
 
 def model_profile(pair: ModelPair | None):
     """The profile modelled speed-ups are computed with: this machine's, or a reference one."""
     choice = st.session_state.get("model_profile", THIS_MACHINE)
-    if choice != THIS_MACHINE and choice in _references():
-        return _references()[choice]
+    references = _pair_references(pair)
+    if choice != THIS_MACHINE and choice in references:
+        return references[choice]
     return machine_profile(pair)[0]
 
 
@@ -325,7 +332,8 @@ def profile_sidebar(pair: ModelPair | None) -> None:
         notice = st.session_state.pop("profile_notice", None)
         if notice:
             st.success(notice)
-    references = _references()
+    references = _pair_references(pair)
+    others = {name: p.pair for name, p in _references(None).items() if name not in references}
     options = [THIS_MACHINE, *references]
     st.session_state.setdefault("model_profile", THIS_MACHINE)
     if st.session_state["model_profile"] not in options:
@@ -340,6 +348,10 @@ def profile_sidebar(pair: ModelPair | None) -> None:
     chosen = model_profile(pair)
     st.caption("Modelled figures use: " + (profile_name(chosen) if chosen is not None else
                                             "nothing yet (measure this machine's profile)"))
+    if pair is not None and others:
+        st.caption("Not offered: " + "; ".join(f"{name} (measured for {owner or 'an unnamed pair'}, not {pair.name})"
+                                              for name, owner in others.items())
+                   + ". A profile prices the rounds of the pair it was timed with.")
 
 
 # ---------------------------------------------------------------------------- prompts

@@ -370,13 +370,17 @@ def measure_and_save(pair, max_nodes: int = 64, progress: Callable[[float, str],
 REFERENCE_PROFILES = Path(__file__).resolve().parent.parent / "assets" / "profiles"
 
 
-def reference_profiles() -> dict[str, LatencyProfile]:
+def reference_profiles(pair_name: str | None = None) -> dict[str, LatencyProfile]:
     """Profiles of other hardware shipped with the app (assets/profiles/*.json), by file stem, for
-    the modelled speed-up on a machine the user does not have. Each says where it came from."""
+    the modelled speed-up on a machine the user does not have. Each says where it came from. With
+    `pair_name`, only those measured for that pair: another pair's times would price rounds of a
+    model with other layers and widths."""
     out = {}
     for path in sorted(REFERENCE_PROFILES.glob("*.json")):
         try:
-            out[path.stem] = LatencyProfile.load(path)
+            profile = LatencyProfile.load(path)
         except (ValueError, OSError, TypeError):
             continue
+        if pair_name is None or profile.pair == pair_name:
+            out[path.stem] = profile
     return out

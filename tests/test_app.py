@@ -107,6 +107,16 @@ def test_home_names_the_pair_and_the_pages():
     sidebar = [el.label for el in at.sidebar if hasattr(el, "label")]
     assert "Presenter mode" in sidebar and "Re-measure latency profile" in sidebar
     assert any("measured" in c.value and "1024 nodes" in c.value for c in at.sidebar.caption)
+    # reference profiles: only those timed with this pair are offered; the others are named, with their pair
+    from taps.costs import reference_profiles
+
+    offered = at.sidebar.radio(key="model_profile").options
+    assert offered[0] == "this machine's profile" and all(
+        name.endswith("(reference)") and reference_profiles("tiny-random").get(name.rsplit(" ", 1)[0])
+        for name in offered[1:])
+    for name, profile in reference_profiles().items():
+        if profile.pair != "tiny-random":
+            assert any(f"{name} (measured for {profile.pair}, not tiny-random)" in c.value for c in at.sidebar.caption)
 
 
 # ---------------------------------------------------------------------------- step through

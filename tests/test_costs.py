@@ -52,6 +52,20 @@ def test_saved_profile_is_used_only_when_it_fits(tiny_pair_f32, tmp_path, monkey
     assert "cannot be read" in saved_profile(tiny_pair_f32)[1]
 
 
+def test_reference_profiles_are_offered_only_for_their_own_pair(tiny_pair_f32, tmp_path, monkeypatch):
+    """A shipped reference profile prices rounds of the pair it was timed with; another pair's
+    rounds are not priced with it, and a file that does not load is skipped."""
+    monkeypatch.setattr(costs, "REFERENCE_PROFILES", tmp_path)
+    mine = conftest.fixed_profile(tiny_pair_f32)
+    mine.save(tmp_path / "gpu-a.json")
+    replace(mine, pair="another-pair").save(tmp_path / "gpu-b.json")
+    (tmp_path / "broken.json").write_text("{not json")
+    assert sorted(costs.reference_profiles()) == ["gpu-a", "gpu-b"]
+    assert list(costs.reference_profiles(tiny_pair_f32.name)) == ["gpu-a"]
+    assert costs.reference_profiles(tiny_pair_f32.name)["gpu-a"] == mine
+    assert costs.reference_profiles("no-such-pair") == {}
+
+
 def test_profile_for_measures_once_with_a_message_then_reads_it(tiny_pair_f32, tmp_path, monkeypatch):
     monkeypatch.setenv("TAPS_CACHE", str(tmp_path))
     costs.forget_profiles()

@@ -104,6 +104,52 @@ def test_feature_cache_is_saved_and_read_back(tmp_path, tiny_pair_dir, tiny_pair
     assert len(list(tmp_path.glob("features-*.npy"))) == 2
 
 
+@pytest.mark.parametrize("final", [False, True])
+def test_feature_cache_on_disk_resumes_and_reads_the_same_rows(tmp_path, tiny_pair_dir, tiny_pair, monkeypatch,
+                                                               final):
+    """Features too big for memory (`--feature-disk-gb`): written through a memory map batch by
+    batch; a run stopped part-way goes on from the last saved batch (it never recomputes the rows
+    before it), and the rows read back equal the in-memory cache's."""
+    from taps.train import drafter as stage
+
+    pair = tiny_pair
+    seqs = np.random.default_rng(1).integers(2, 90, size=(5, 20)).astype(np.int32)
+    seqs_t = torch.from_numpy(seqs.astype(np.int64)).to(pair.device)
+    layers = pair.drafter.target_layer_ids
+    folder = tiny_pair_dir / "target"
+    for name in ("mem", "disk", "disk2"):
+        (tmp_path / name).mkdir()
+    memory = stage.cached_features(pair.target, folder, seqs, seqs_t, layers, final, tmp_path / "mem")
+    real, calls = stage.target_features, []
+
+    def stops_after_three(target, batch, layer_ids, final=False):
+        calls.append(len(batch))
+        if len(calls) > 3:
+            raise KeyboardInterrupt("stopped")
+        return real(target, batch, layer_ids, final=final)
+
+    monkeypatch.setattr(stage, "target_features", stops_after_three)
+    small = dict(batch=1, save_every=2)             # progress saved after rows 2 and 4
+    paths = [tmp_path / "disk" / "features-x.npy"] + ([tmp_path / "disk" / "final-x.npy"] if final else [])
+    with pytest.raises(KeyboardInterrupt):
+        stage.disk_features(pair.target, seqs_t, layers, final, paths, **small)
+    assert not paths[0].exists() and json.loads(paths[0].with_suffix(".partial.json").read_text()) == {"rows": 2}
+    calls.clear()
+    rows = stage.disk_features(pair.target, seqs_t, layers, final, paths, **small)
+    assert calls == [1, 1, 1]                        # rows 2, 3 and 4 only
+    assert all(p.exists() for p in paths) and not list((tmp_path / "disk").glob("*.partial.*"))
+    pick = torch.tensor([4, 0, 4, 2])
+    for got, want in zip(rows, [memory[0], memory[1]] if final else [memory[0]]):
+        assert got.shape == tuple(want.shape)
+        assert torch.equal(got[pick], want[pick])
+    monkeypatch.undo()
+    on_disk = stage.cached_features(pair.target, folder, seqs, seqs_t, layers, final, tmp_path / "disk2",
+                                    on_disk=True)
+    assert isinstance(on_disk[0], stage.DiskRows) and torch.equal(on_disk[0][pick], memory[0][pick])
+    assert (on_disk[1] is None) == (not final)
+
+
+
 def test_init_from_target_copies_layers_and_routes_their_input(tiny_pair):
     """`--init-layers`: the drafter's layers and final norm start as the target's, and when the
     features hold the first copied layer's input, `fc` passes exactly that input through."""
@@ -134,6 +180,24 @@ def test_init_from_target_copies_layers_and_routes_their_input(tiny_pair):
     assert layer_list("4,5", "--init-layers") == [4, 5]
     with pytest.raises(SystemExit, match="--init-layers takes comma-separated layer numbers"):
         layer_list("4;5", "--init-layers")
+
+
+def test_quick_drafter_stage_trains_from_features_on_disk(tmp_path, tiny_pair_dir, capsys):
+    """With features bigger than --feature-cache-gb but within --feature-disk-gb, the stage keeps
+    them on disk, memory-mapped, and trains from them; its loss still drops (--quick checks)."""
+    import shutil
+
+    from taps.train import drafter as drafter_stage
+
+    out = tmp_path / "run"
+    shutil.copytree(tiny_pair_dir / "target", out / "target")
+    parser = argparse.ArgumentParser()
+    drafter_stage.add_arguments(parser)
+    drafter_stage.main(parser.parse_args(["--out", str(out), "--quick", "--feature-cache-gb", "0",
+                                          "--feature-disk-gb", "1"]))
+    assert "on disk, memory-mapped" in capsys.readouterr().out
+    assert (out / "drafter" / "model.safetensors").exists()
+    assert len(list((out / "drafter_data").glob("features-*.npy"))) == 1
 
 
 def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir, capsys):

@@ -8,7 +8,11 @@
    features of every position, picks random anchor positions in the generated part, and builds
    one block per anchor, `[anchor token, MASK x (block-1)]`. Block a sees the clean context
    before its anchor and itself (one additive mask for all blocks), and predicts the next
-   block-1 tokens; cross-entropy weighted toward early positions, exp(-(k-1)/gamma).
+   block-1 tokens; cross-entropy weighted toward early positions, exp(-(k-1)/gamma). The target
+   is frozen, so its features of every sequence are computed once and cached (float16,
+   `OUT/drafter_data/features-*.npy`): held in memory up to `--feature-cache-gb`, or, up to
+   `--feature-disk-gb`, left on disk and read memory-mapped, a step's rows at a time (32,768
+   sequences of 256 tokens from 3 layers of width 256 take 12.9 GB).
 3. Report per-position top-1 agreement with the target on the held-out set, save the drafter
    (`OUT/drafter`, public DFlash names) and `training_log.json`.
 
@@ -84,6 +88,7 @@ class DrafterTrainConfig:
     eval_every: int = 250
     ckpt_minutes: float = 4.0
     feature_cache_gb: float = 4.0      # keep the target's features of all sequences in memory if they fit
+    feature_disk_gb: float = 0.0       # else keep them on disk if they fit this, read row by row (memory-mapped)
     init_layers: str = ""              # target layer ids (e.g. "4,5") whose weights start the drafter's layers
     init_drafter: str = ""             # a drafter (its folder, or a drafter stage's ckpt.pt) whose weights start
     #                                    this one: to carry a drafter over to a changed target (the unloop stage)
@@ -240,17 +245,21 @@ def init_from_target(drafter: DFlashDrafter, target, layer_ids: list[int]) -> No
 
 
 def cached_features(target, target_folder: Path, seqs: np.ndarray, seqs_t: torch.Tensor, layer_ids: list[int],
-                    final: bool, folder: Path) -> tuple[torch.Tensor, torch.Tensor | None]:
+                    final: bool, folder: Path, on_disk: bool = False):
     """The target's features of every sequence (float16), and its last hidden states with `final`:
     computed once and kept in `folder` under a name keyed by the target's files, the layers and the
     sequences, so a resumed run reads them back instead of recomputing them (minutes for thousands
-    of sequences)."""
+    of sequences). With `on_disk` they are never all in memory: written batch by batch into the
+    file (a stopped run goes on from the last batch saved) and read back memory-mapped, as
+    `DiskRows` that load only the rows a step asks for."""
     from taps.pair import fingerprint
 
     key = hashlib.sha1(f"{fingerprint([target_folder])}|{layer_ids}|{final}|{seqs.shape}".encode())
     key.update(np.ascontiguousarray(seqs).tobytes())
     paths = [folder / f"features-{key.hexdigest()[:16]}.npy"] + ([folder / f"final-{key.hexdigest()[:16]}.npy"]
                                                                  if final else [])
+    if on_disk:
+        return tuple(disk_features(target, seqs_t, layer_ids, final, paths)) + ((None,) if not final else ())
     if all(path.exists() for path in paths):
         loaded = [torch.from_numpy(np.load(path)).to(seqs_t.device) for path in paths]
         return loaded[0], (loaded[1] if final else None)
@@ -273,6 +282,50 @@ def cached_features(target, target_folder: Path, seqs: np.ndarray, seqs_t: torch
         np.save(partial, tensor.cpu().numpy())
         partial.replace(path)                  # whole files only: a run stopped mid-write recomputes
     return features, last
+
+
+class DiskRows:
+    """Rows of a memory-mapped float16 feature file, loaded as tensors on `device` when indexed."""
+
+    def __init__(self, array: np.ndarray, device):
+        self.array, self.device, self.shape = array, device, array.shape
+
+    def __getitem__(self, rows: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(self.array[rows.cpu().numpy()]).to(self.device)
+
+
+def disk_features(target, seqs_t: torch.Tensor, layer_ids: list[int], final: bool, paths: list[Path],
+                  batch: int = 32, save_every: int = 64) -> list[DiskRows]:
+    """`cached_features` on disk: each file filled batch by batch through a memory map; a progress
+    file says how many rows are written (flushed every `save_every` batches), so a stopped run
+    resumes there, and the finished files are renamed into place."""
+    if not all(path.exists() for path in paths):
+        partial = [path.with_suffix(".partial.npy") for path in paths]
+        done_file = paths[0].with_suffix(".partial.json")
+        done = json.loads(done_file.read_text())["rows"] if done_file.exists() and all(
+            p.exists() for p in partial) else 0
+        arrays = None
+        progress = Progress(len(seqs_t), "features", unit="seq")
+        progress.update(done)
+        for i in range(done, len(seqs_t), batch):
+            parts = target_features(target, seqs_t[i: i + batch], layer_ids, final=final)
+            parts = list(parts) if final else [parts]
+            if arrays is None:
+                arrays = [np.lib.format.open_memmap(path, mode="r+" if done else "w+", dtype=np.float16,
+                                                    shape=(len(seqs_t), *part.shape[1:]))
+                          for path, part in zip(partial, parts)]
+            for array, part in zip(arrays, parts):
+                array[i: i + len(part)] = part.to(torch.float16).cpu().numpy()
+            if (i // batch + 1) % save_every == 0 or i + batch >= len(seqs_t):
+                for array in arrays:
+                    array.flush()
+                done_file.write_text(json.dumps({"rows": min(i + batch, len(seqs_t))}))
+                progress.update(min(i + batch, len(seqs_t)))
+        del arrays
+        for path, part in zip(paths, partial):
+            part.replace(path)
+        done_file.unlink(missing_ok=True)
+    return [DiskRows(np.load(path, mmap_mode="r"), seqs_t.device) for path in paths]
 
 
 def sample_anchors(rng: np.random.Generator, tc: DrafterTrainConfig, block: int, device) -> torch.Tensor:
@@ -391,12 +444,16 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
     cached = cached_final = None
     if tc.distill > 0:
         feature_dim += target.config.hidden_size
-    if seqs.size * feature_dim * 2 / 1e9 <= tc.feature_cache_gb:
-        # the target is frozen: compute every sequence's features once (float16) instead of every step
+    feature_gb = seqs.size * feature_dim * 2 / 1e9
+    if feature_gb <= max(tc.feature_cache_gb, tc.feature_disk_gb):
+        # the target is frozen: compute every sequence's features once (float16) instead of every
+        # step, kept in memory, or on disk when only --feature-disk-gb holds them
         t1 = time.time()
+        on_disk = feature_gb > tc.feature_cache_gb
         cached, cached_final = cached_features(target, folder, seqs, seqs_t, drafter.target_layer_ids,
-                                               tc.distill > 0, data_dir)
-        print(f"cached target features {tuple(cached.shape)} in {time.time() - t1:.0f} s")
+                                               tc.distill > 0, data_dir, on_disk=on_disk)
+        print(f"cached target features {tuple(cached.shape)} ({feature_gb:.1f} GB, "
+              f"{'on disk, memory-mapped' if on_disk else 'in memory'}) in {time.time() - t1:.0f} s")
 
     optimizer = torch.optim.AdamW(weighted_split(drafter, tc.weight_decay), lr=tc.lr, betas=(0.9, 0.95))
     rng = np.random.default_rng(tc.seed)

@@ -129,7 +129,7 @@ def test_feature_cache_on_disk_resumes_and_reads_the_same_rows(tmp_path, tiny_pa
         return real(target, batch, layer_ids, final=final)
 
     monkeypatch.setattr(stage, "target_features", stops_after_three)
-    small = dict(batch=1, save_every=2)             # progress saved after rows 2 and 4
+    small = dict(batch=1, save_every=2)             # progress saved every 2 rows, and at the end
     paths = [tmp_path / "disk" / "features-x.npy"] + ([tmp_path / "disk" / "final-x.npy"] if final else [])
     with pytest.raises(KeyboardInterrupt):
         stage.disk_features(pair.target, seqs_t, layers, final, paths, **small)

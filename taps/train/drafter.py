@@ -244,6 +244,15 @@ def init_from_target(drafter: DFlashDrafter, target, layer_ids: list[int]) -> No
             drafter.hidden_norm.load_state_dict(layers[layer_ids[0]].input_layernorm.state_dict())
 
 
+def feature_batches(target, seqs_t: torch.Tensor, layer_ids: list[int], final: bool, start: int = 0,
+                    batch: int = 32):
+    """(first row, [features] or [features, last hidden states]) of each batch of `seqs_t` from
+    row `start`: what both feature caches fill their rows with."""
+    for i in range(start, len(seqs_t), batch):
+        parts = target_features(target, seqs_t[i: i + batch], layer_ids, final=final)
+        yield i, (list(parts) if final else [parts])
+
+
 def cached_features(target, target_folder: Path, seqs: np.ndarray, seqs_t: torch.Tensor, layer_ids: list[int],
                     final: bool, folder: Path, on_disk: bool = False):
     """The target's features of every sequence (float16), and its last hidden states with `final`:
@@ -265,19 +274,16 @@ def cached_features(target, target_folder: Path, seqs: np.ndarray, seqs_t: torch
         return loaded[0], (loaded[1] if final else None)
     # filled batch by batch into float16 tensors made once: the float32 batches are never all held
     # at once (for 16,384 sequences that would be twice the 6.4 GB cache, and was killed for memory)
-    features = last = None
-    for i in range(0, len(seqs_t), 32):
-        part = target_features(target, seqs_t[i: i + 32], layer_ids, final=final)
-        part, part_last = part if final else (part, None)
-        if features is None:
-            features = torch.empty((len(seqs_t), *part.shape[1:]), dtype=torch.float16, device=part.device)
-            if final:
-                last = torch.empty((len(seqs_t), *part_last.shape[1:]), dtype=torch.float16, device=part.device)
-        features[i: i + len(part)] = part
-        if final:
-            last[i: i + len(part)] = part_last
-        del part, part_last
-    for path, tensor in zip(paths, [features, last]):
+    tensors = None
+    for i, parts in feature_batches(target, seqs_t, layer_ids, final):
+        if tensors is None:
+            tensors = [torch.empty((len(seqs_t), *part.shape[1:]), dtype=torch.float16, device=part.device)
+                       for part in parts]
+        for tensor, part in zip(tensors, parts):
+            tensor[i: i + len(part)] = part
+        del parts
+    features, last = tensors if final else (tensors[0], None)
+    for path, tensor in zip(paths, tensors):
         partial = path.with_suffix(".partial.npy")
         np.save(partial, tensor.cpu().numpy())
         partial.replace(path)                  # whole files only: a run stopped mid-write recomputes
@@ -307,9 +313,7 @@ def disk_features(target, seqs_t: torch.Tensor, layer_ids: list[int], final: boo
         arrays = None
         progress = Progress(len(seqs_t), "features", unit="seq")
         progress.update(done)
-        for i in range(done, len(seqs_t), batch):
-            parts = target_features(target, seqs_t[i: i + batch], layer_ids, final=final)
-            parts = list(parts) if final else [parts]
+        for i, parts in feature_batches(target, seqs_t, layer_ids, final, start=done, batch=batch):
             if arrays is None:
                 arrays = [np.lib.format.open_memmap(path, mode="r+" if done else "w+", dtype=np.float16,
                                                     shape=(len(seqs_t), *part.shape[1:]))

@@ -150,6 +150,50 @@ def test_feature_cache_on_disk_resumes_and_reads_the_same_rows(tmp_path, tiny_pa
 
 
 
+@pytest.mark.parametrize("on_disk,final", [(False, False), (True, False), (True, True)])
+def test_features_from_an_earlier_run_copies_its_rows_and_computes_only_the_rest(
+        tmp_path, tiny_pair_dir, tiny_pair, monkeypatch, on_disk, final):
+    """`--features-from`: an earlier run's features of the first sequences (same target, same
+    layers) are copied; only the new sequences' rows are computed. A file made from other
+    sequences is not used, whatever its size."""
+    from taps.train import drafter as stage
+
+    pair = tiny_pair
+    seqs = np.random.default_rng(2).integers(2, 90, size=(5, 20)).astype(np.int32)
+    other = seqs.copy()
+    other[1, 7] += 1                                 # differs in one token of its second sequence
+    seqs_t = torch.from_numpy(seqs.astype(np.int64)).to(pair.device)
+    layers = pair.drafter.target_layer_ids
+    folder = tiny_pair_dir / "target"
+    for name in ("earlier", "wrong", "new", "new2", "full"):
+        (tmp_path / name).mkdir()
+    earlier = stage.cached_features(pair.target, folder, seqs[:3], seqs_t[:3], layers, final, tmp_path / "earlier")
+    stage.cached_features(pair.target, folder, other[:4], seqs_t[:4], layers, final, tmp_path / "wrong")
+    full = stage.cached_features(pair.target, folder, seqs, seqs_t, layers, final, tmp_path / "full")
+    real, rows_computed = stage.target_features, []
+
+    def counted(target, batch, layer_ids, final=False):
+        rows_computed.append(len(batch))
+        return real(target, batch, layer_ids, final=final)
+
+    monkeypatch.setattr(stage, "target_features", counted)
+    got = stage.cached_features(pair.target, folder, seqs, seqs_t, layers, final, tmp_path / "new",
+                                on_disk=on_disk, features_from=str(tmp_path / "earlier"))
+    assert sum(rows_computed) == 2                   # sequences 3 and 4 only
+    everything = torch.arange(5)
+    for i in range(2 if final else 1):
+        mine, first, want = got[i][everything], earlier[i], full[i]
+        assert torch.equal(mine[:3], first)          # copied as they were
+        torch.testing.assert_close(mine, want, rtol=1e-2, atol=1e-2)
+    rows_computed.clear()
+    stage.cached_features(pair.target, folder, seqs, seqs_t, layers, final, tmp_path / "new2",
+                          on_disk=on_disk, features_from=str(tmp_path / "wrong"))
+    assert sum(rows_computed) == 5                   # other sequences' features are never copied
+    with pytest.raises(SystemExit, match="no such folder"):
+        stage.cached_features(pair.target, folder, seqs[:4], seqs_t[:4], layers, final, tmp_path / "full",
+                              features_from=str(tmp_path / "missing"))
+
+
 def test_init_from_target_copies_layers_and_routes_their_input(tiny_pair):
     """`--init-layers`: the drafter's layers and final norm start as the target's, and when the
     features hold the first copied layer's input, `fc` passes exactly that input through."""

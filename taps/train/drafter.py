@@ -12,7 +12,9 @@
    is frozen, so its features of every sequence are computed once and cached (float16,
    `OUT/drafter_data/features-*.npy`): held in memory up to `--feature-cache-gb`, or, up to
    `--feature-disk-gb`, left on disk and read memory-mapped, a step's rows at a time (32,768
-   sequences of 256 tokens from 3 layers of width 256 take 12.9 GB).
+   sequences of 256 tokens from 3 layers of width 256 take 12.9 GB). A run on more of the same
+   target's regenerated text copies an earlier run's features of the sequences they share
+   (`--features-from RUN/drafter_data`) instead of computing them again.
 3. Report per-position top-1 agreement with the target on the held-out set, save the drafter
    (`OUT/drafter`, public DFlash names) and `training_log.json`.
 
@@ -89,6 +91,8 @@ class DrafterTrainConfig:
     ckpt_minutes: float = 4.0
     feature_cache_gb: float = 4.0      # keep the target's features of all sequences in memory if they fit
     feature_disk_gb: float = 0.0       # else keep them on disk if they fit this, read row by row (memory-mapped)
+    features_from: str = ""            # an earlier run's drafter_data folder whose cached features (same target,
+    #                                    same layers, sequences that are a prefix of these) are copied, not recomputed
     init_layers: str = ""              # target layer ids (e.g. "4,5") whose weights start the drafter's layers
     init_drafter: str = ""             # a drafter (its folder, or a drafter stage's ckpt.pt) whose weights start
     #                                    this one: to carry a drafter over to a changed target (the unloop stage)
@@ -253,29 +257,89 @@ def feature_batches(target, seqs_t: torch.Tensor, layer_ids: list[int], final: b
         yield i, (list(parts) if final else [parts])
 
 
+SEED_CHUNK = 1024                      # rows copied at a time from an earlier run's features
+
+
+def copy_rows(dest, source: np.ndarray, rows: int) -> None:
+    """dest[:rows] = source[:rows] (a tensor or an array), a chunk at a time: `source` is memory-mapped."""
+    for j in range(0, rows, SEED_CHUNK):
+        chunk = np.array(source[j: min(j + SEED_CHUNK, rows)])
+        dest[j: j + len(chunk)] = torch.from_numpy(chunk) if isinstance(dest, torch.Tensor) else chunk
+
+
+def feature_key(target_print: str, layer_ids: list[int], final: bool, seqs: np.ndarray) -> str:
+    """What a feature file's name says it holds: the target's files, the layers and the sequences."""
+    key = hashlib.sha1(f"{target_print}|{layer_ids}|{final}|{seqs.shape}".encode())
+    key.update(np.ascontiguousarray(seqs).tobytes())
+    return key.hexdigest()[:16]
+
+
+def seed_features(source: Path, target_print: str, layer_ids: list[int], final: bool, seqs: np.ndarray):
+    """(rows, memory-mapped arrays) of the finished feature files in `source` (an earlier run's
+    drafter_data) made by the same target and layers for the first `rows` of these sequences, the
+    longest such; None if there is none. A file's name keys what it holds, so a file qualifies only
+    if the key of our first `rows` sequences is its name: nothing else about it is trusted."""
+    if not source.is_dir():
+        raise SystemExit(f"--features-from {source}: no such folder")
+    best = None
+    for path in sorted(source.glob("features-*.npy")):
+        if path.name.endswith(".partial.npy"):
+            continue
+        array = np.load(path, mmap_mode="r")
+        rows = array.shape[0]
+        if rows > len(seqs) or (best is not None and rows <= best[0]):
+            continue
+        key = path.stem.removeprefix("features-")
+        if feature_key(target_print, layer_ids, final, seqs[:rows]) != key:
+            continue
+        arrays = [array]
+        if final:
+            last = source / f"final-{key}.npy"
+            if not last.exists():
+                continue
+            arrays.append(np.load(last, mmap_mode="r"))
+        best = (rows, arrays, path)
+    if best is None:
+        print(f"--features-from {source}: no features of these sequences' first rows there; computing all")
+        return None
+    print(f"features: the first {best[0]} of {len(seqs)} sequences' rows copied from {best[2]}")
+    return best[0], best[1]
+
+
 def cached_features(target, target_folder: Path, seqs: np.ndarray, seqs_t: torch.Tensor, layer_ids: list[int],
-                    final: bool, folder: Path, on_disk: bool = False):
+                    final: bool, folder: Path, on_disk: bool = False, features_from: str = ""):
     """The target's features of every sequence (float16), and its last hidden states with `final`:
     computed once and kept in `folder` under a name keyed by the target's files, the layers and the
     sequences, so a resumed run reads them back instead of recomputing them (minutes for thousands
     of sequences). With `on_disk` they are never all in memory: written batch by batch into the
     file (a stopped run goes on from the last batch saved) and read back memory-mapped, as
-    `DiskRows` that load only the rows a step asks for."""
+    `DiskRows` that load only the rows a step asks for. With `features_from` (an earlier run's
+    drafter_data), the rows of its features for a prefix of these sequences are copied, not
+    recomputed (`seed_features`)."""
     from taps.pair import fingerprint
 
-    key = hashlib.sha1(f"{fingerprint([target_folder])}|{layer_ids}|{final}|{seqs.shape}".encode())
-    key.update(np.ascontiguousarray(seqs).tobytes())
-    paths = [folder / f"features-{key.hexdigest()[:16]}.npy"] + ([folder / f"final-{key.hexdigest()[:16]}.npy"]
-                                                                 if final else [])
+    target_print = fingerprint([target_folder])
+    key = feature_key(target_print, layer_ids, final, seqs)
+    paths = [folder / f"features-{key}.npy"] + ([folder / f"final-{key}.npy"] if final else [])
+    seed = None
+    if features_from and not all(path.exists() for path in paths):
+        seed = seed_features(Path(features_from), target_print, layer_ids, final, seqs)
     if on_disk:
-        return tuple(disk_features(target, seqs_t, layer_ids, final, paths)) + ((None,) if not final else ())
+        return tuple(disk_features(target, seqs_t, layer_ids, final, paths, seed=seed)) + (
+            (None,) if not final else ())
     if all(path.exists() for path in paths):
         loaded = [torch.from_numpy(np.load(path)).to(seqs_t.device) for path in paths]
         return loaded[0], (loaded[1] if final else None)
     # filled batch by batch into float16 tensors made once: the float32 batches are never all held
     # at once (for 16,384 sequences that would be twice the 6.4 GB cache, and was killed for memory)
-    tensors = None
-    for i, parts in feature_batches(target, seqs_t, layer_ids, final):
+    tensors, start = None, 0
+    if seed is not None:
+        start, sources = seed
+        tensors = [torch.empty((len(seqs_t), *source.shape[1:]), dtype=torch.float16, device=seqs_t.device)
+                   for source in sources]
+        for tensor, source in zip(tensors, sources):
+            copy_rows(tensor, source, start)
+    for i, parts in feature_batches(target, seqs_t, layer_ids, final, start=start):
         if tensors is None:
             tensors = [torch.empty((len(seqs_t), *part.shape[1:]), dtype=torch.float16, device=part.device)
                        for part in parts]
@@ -301,16 +365,26 @@ class DiskRows:
 
 
 def disk_features(target, seqs_t: torch.Tensor, layer_ids: list[int], final: bool, paths: list[Path],
-                  batch: int = 32, save_every: int = 64) -> list[DiskRows]:
+                  batch: int = 32, save_every: int = 64, seed=None) -> list[DiskRows]:
     """`cached_features` on disk: each file filled batch by batch through a memory map; a progress
     file says how many rows are written (flushed every `save_every` batches), so a stopped run
-    resumes there, and the finished files are renamed into place."""
+    resumes there, and the finished files are renamed into place. `seed` (rows, arrays) fills a
+    fresh file's first rows by copying."""
     if not all(path.exists() for path in paths):
         partial = [path.with_suffix(".partial.npy") for path in paths]
         done_file = paths[0].with_suffix(".partial.json")
         done = json.loads(done_file.read_text())["rows"] if done_file.exists() and all(
             p.exists() for p in partial) else 0
         arrays = None
+        if done == 0 and seed is not None:
+            done, sources = seed
+            arrays = [np.lib.format.open_memmap(path, mode="w+", dtype=np.float16,
+                                                shape=(len(seqs_t), *source.shape[1:]))
+                      for path, source in zip(partial, sources)]
+            for array, source in zip(arrays, sources):
+                copy_rows(array, source, done)
+                array.flush()
+            done_file.write_text(json.dumps({"rows": done}))
         progress = Progress(len(seqs_t), "features", unit="seq")
         progress.update(done)
         for i, parts in feature_batches(target, seqs_t, layer_ids, final, start=done, batch=batch):
@@ -455,7 +529,8 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
         t1 = time.time()
         on_disk = feature_gb > tc.feature_cache_gb
         cached, cached_final = cached_features(target, folder, seqs, seqs_t, drafter.target_layer_ids,
-                                               tc.distill > 0, data_dir, on_disk=on_disk)
+                                               tc.distill > 0, data_dir, on_disk=on_disk,
+                                               features_from=tc.features_from)
         print(f"cached target features {tuple(cached.shape)} ({feature_gb:.1f} GB, "
               f"{'on disk, memory-mapped' if on_disk else 'in memory'}) in {time.time() - t1:.0f} s")
 

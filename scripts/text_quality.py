@@ -5,7 +5,8 @@ whitespace-separated words) in the AR continuations of a benchmark folder, plus 
     python scripts/text_quality.py results/humaneval-cpu-cost --by-repetition [--threshold 0.5]
     python scripts/text_quality.py OLD NEW --by-repetition --split-by OLD
 
-Two readings: per continuation (distinct 4-grams / 4-grams, averaged over prompts) and pooled
+Two readings: per continuation (distinct 4-grams / 4-grams, averaged over prompts; a continuation
+with fewer than 4 words, one run of symbols such as '####...', counts as 0) and pooled
 (distinct 4-grams over all continuations together / all 4-grams, which also counts phrases that
 recur from one prompt's text to the next). 1.0 means nothing repeats; a loop drives both to 0.
 
@@ -28,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from taps.metrics import distinct_share  # noqa: E402
+from taps.metrics import distinct_share, word_share  # noqa: E402
 from taps.metrics import ngrams as grams  # noqa: E402
 
 
@@ -40,10 +41,11 @@ def ar_rows(folder: Path) -> list[dict]:
 def quality(folder: Path) -> dict:
     rows = ar_rows(folder)
     tokens = [s for s in (distinct_share(r["token_ids"]) for r in rows) if s is not None]
-    words = [s for s in (distinct_share(r["text"].split()) for r in rows) if s is not None]
+    words = [word_share(r["text"]) for r in rows]
     pooled = [g for r in rows for g in grams(r["text"].split())]
     pooled_tokens = [g for r in rows for g in grams(r["token_ids"])]
     return {"prompts": len(rows), "tokens": statistics.fmean(tokens), "words": statistics.fmean(words),
+            "under_4_words": sum(len(r["text"].split()) < 4 for r in rows),
             "pooled_tokens": len(set(pooled_tokens)) / max(len(pooled_tokens), 1),
             "pooled_words": len(set(pooled)) / max(len(pooled), 1)}
 
@@ -53,7 +55,7 @@ def by_repetition(folder: Path, threshold: float, split_by: Path | None = None) 
 
     rows = [json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines() if line.strip()]
     ids = {r["prompt_id"] for r in ar_rows(folder)}
-    share = {r["prompt_id"]: distinct_share(r["text"].split()) or 0.0 for r in ar_rows(split_by or folder)}
+    share = {r["prompt_id"]: word_share(r["text"]) for r in ar_rows(split_by or folder)}
     if not ids <= set(share):
         missing = sorted(ids - set(share))
         raise SystemExit(f"--split-by {split_by} has no AR row for {len(missing)} of {folder}'s prompts "
@@ -101,12 +103,13 @@ def main() -> None:
         for folder in args.folders:
             print(by_repetition(folder, args.threshold, args.split_by) + "\n")
         return
-    print("| folder | prompts | distinct 4-grams of tokens | of words | pooled: of tokens | pooled: of words |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| folder | prompts | distinct 4-grams of tokens | of words | continuations under 4 words (0 of words) "
+          "| pooled: of tokens | pooled: of words |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for folder in args.folders:
         q = quality(folder)
-        print(f"| {folder} | {q['prompts']} | {q['tokens']:.2f} | {q['words']:.2f} | {q['pooled_tokens']:.2f} "
-              f"| {q['pooled_words']:.2f} |")
+        print(f"| {folder} | {q['prompts']} | {q['tokens']:.2f} | {q['words']:.2f} | {q['under_4_words']} "
+              f"| {q['pooled_tokens']:.2f} | {q['pooled_words']:.2f} |")
     for folder in args.folders:
         rows = ar_rows(folder)
         wanted = args.prompts.split(",") if args.prompts else [r["prompt_id"] for r in rows[: args.samples]]

@@ -22,6 +22,15 @@ def distinct_share(items: list, n: int = 4) -> float | None:
     return len(set(grams)) / len(grams) if grams else None
 
 
+def word_share(text: str, n: int = 4) -> float:
+    """A text's distinct-n-gram share of whitespace-separated words; 0 when it has fewer than n
+    words: a continuation of many tokens with so few words is one run of repeated symbols
+    ('####...'), the most repetitive text there is, and must not drop out of a mean (leaving it
+    out flattered the looping `taps-stdlib-6m`: 0.46 instead of 0.36 on 32 HumanEval prompts)."""
+    share = distinct_share(text.split(), n)
+    return 0.0 if share is None else share
+
+
 def ngrams(items: list, n: int = 4) -> list[tuple]:
     return [tuple(items[i:i + n]) for i in range(len(items) - n + 1)]
 

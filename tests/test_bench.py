@@ -247,6 +247,22 @@ def test_distinct_share_counts_repeated_four_grams():
     assert tq.distinct_share("a b c d a b c d".split()) == 4 / 5      # abcd comes back once
     assert tq.distinct_share("a a a a a a".split()) == 1 / 3
     assert tq.distinct_share("a b c".split()) is None                  # no 4-gram at all
+    assert tq.word_share("a b c d a b c d") == 4 / 5
+    assert tq.word_share("#" * 40) == 0.0                              # one run of symbols: all repeat
+
+
+def test_text_quality_counts_continuations_without_four_words_as_repeats(tmp_path):
+    """A continuation of 128 tokens with fewer than 4 words ('####...') is the most repetitive text
+    there is: it counts as 0 in the mean share of words, it does not drop out of it."""
+    tq = _text_quality()
+    rows = [{"selector": "ar", "prompt_id": "a", "token_ids": [5, 6, 7, 8, 9], "text": "one two three four five"},
+            {"selector": "ar", "prompt_id": "b", "token_ids": [3] * 6, "text": "######"},
+            {"selector": "dflash", "prompt_id": "a", "token_ids": [5], "text": "x"}]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    q = tq.quality(tmp_path)
+    assert q["prompts"] == 2 and q["under_4_words"] == 1
+    assert q["words"] == 0.5                                           # (1.0 + 0) / 2, not 1.0
+    assert q["tokens"] == (1.0 + 1 / 3) / 2
 
 
 def test_by_repetition_splits_the_bench_summary_by_prompt(bench_out):

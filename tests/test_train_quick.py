@@ -248,8 +248,10 @@ def test_repeat_mask_marks_tokens_that_complete_a_seen_ngram() -> None:
 def test_distinct_words_averages_over_texts() -> None:
     from taps.train.unloop import distinct_words
 
-    assert distinct_words(["a b c d a b c d", "a b c d e", "too short"]) == pytest.approx((4 / 5 + 1) / 2)
-    assert distinct_words(["EEEEEEEE"]) is None
+    # a fixed-length continuation with under 4 words is one run of symbols: it counts as all repeats
+    assert distinct_words(["a b c d a b c d", "a b c d e", "too short"]) == pytest.approx((4 / 5 + 1 + 0) / 3)
+    assert distinct_words(["EEEEEEEE"]) == 0.0
+    assert distinct_words([]) is None
 
 
 def test_unlikelihood_step_lowers_the_repeated_tokens_probability() -> None:

@@ -106,12 +106,12 @@ def unlikelihood_loss(logits: torch.Tensor, seq: torch.Tensor, mask: torch.Tenso
 
 
 def distinct_words(texts: list[str], n: int = 4) -> float | None:
-    """Mean over texts of distinct n-grams / n-grams of whitespace-separated words (None when no
-    text has n words: a barely trained model may loop inside one long "word")."""
-    from taps.metrics import distinct_share
+    """Mean over texts of distinct n-grams / n-grams of whitespace-separated words; a text with
+    fewer than n words (a barely trained model may loop inside one long "word") counts as 0
+    (`taps.metrics.word_share`). None when there are no texts."""
+    from taps.metrics import word_share
 
-    shares = [s for s in (distinct_share(text.split(), n) for text in texts) if s is not None]
-    return float(np.mean(shares)) if shares else None
+    return float(np.mean([word_share(text, n) for text in texts])) if texts else None
 
 
 def measure(model, tokenizer, val_stream: np.ndarray, tc: base.TrainConfig, uc: UnloopConfig) -> dict:

@@ -194,6 +194,30 @@ def test_features_from_an_earlier_run_copies_its_rows_and_computes_only_the_rest
                               features_from=str(tmp_path / "missing"))
 
 
+def test_disk_rows_hint_the_next_steps_rows_without_changing_what_is_read(tmp_path):
+    """The drafter stage asks the kernel for the next step's rows while it computes this one:
+    `next_rows` is exactly what the next draw gives, without advancing the generator (so a run is
+    the same with or without the hint), and each hinted byte range is that row's bytes."""
+    from taps.train import drafter as stage
+
+    rng = np.random.default_rng(3)
+    rng.integers(0, 10)
+    peeked = stage.next_rows(rng, 1000, 16)
+    assert np.array_equal(peeked, rng.integers(0, 1000, size=16))
+    assert not np.array_equal(stage.next_rows(rng, 1000, 16), peeked)   # it follows the generator
+
+    values = np.random.default_rng(4).standard_normal((40, 6, 5)).astype(np.float16)
+    np.save(tmp_path / "f.npy", values)
+    rows = stage.DiskRows(np.load(tmp_path / "f.npy", mmap_mode="r"), torch.device("cpu"))
+    pick = np.array([7, 3, 7, 39, 0])
+    ranges = rows.byte_ranges(pick)
+    assert len(ranges) == 4                          # each distinct row once
+    for (start, length), row in zip(ranges, np.unique(pick)):
+        assert bytes(rows.array._mmap[start: start + length]) == values[row].tobytes()
+    assert rows.will_need(pick) in (0, 4)            # 0 only where the platform has no madvise
+    assert torch.equal(rows[torch.as_tensor(pick)], torch.from_numpy(values[pick]))
+
+
 def test_init_from_target_copies_layers_and_routes_their_input(tiny_pair):
     """`--init-layers`: the drafter's layers and final norm start as the target's, and when the
     features hold the first copied layer's input, `fc` passes exactly that input through."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import mmap
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -363,6 +364,33 @@ class DiskRows:
     def __getitem__(self, rows: torch.Tensor) -> torch.Tensor:
         return torch.from_numpy(self.array[rows.cpu().numpy()]).to(self.device)
 
+    def byte_ranges(self, rows: np.ndarray) -> list[tuple[int, int]]:
+        """(start, length) of each distinct row's bytes inside the file's memory map."""
+        row_bytes = self.array.strides[0]
+        start_in_map = self.array.offset % mmap.ALLOCATIONGRANULARITY   # np.memmap maps from a granule
+        return [(start_in_map + int(row) * row_bytes, row_bytes) for row in np.unique(rows)]
+
+    def will_need(self, rows: np.ndarray) -> int:
+        """Ask the kernel to start reading these rows from disk now (madvise WILLNEED), so that a
+        later step that indexes them finds them in memory instead of stalling on page faults while
+        it computes nothing; the values read are the same either way. Returns the rows hinted (0
+        where the platform has no madvise)."""
+        mapped = getattr(self.array, "_mmap", None)
+        if mapped is None or not hasattr(mapped, "madvise") or not hasattr(mmap, "MADV_WILLNEED"):
+            return 0
+        ranges = self.byte_ranges(rows)
+        for start, length in ranges:
+            aligned = start - start % mmap.PAGESIZE
+            mapped.madvise(mmap.MADV_WILLNEED, aligned, start + length - aligned)
+        return len(ranges)
+
+
+def next_rows(rng: np.random.Generator, count: int, batch: int) -> np.ndarray:
+    """The rows the next `rng.integers(0, count, size=batch)` will draw, without advancing `rng`."""
+    peek = np.random.default_rng()
+    peek.bit_generator.state = rng.bit_generator.state
+    return peek.integers(0, count, size=batch)
+
 
 def disk_features(target, seqs_t: torch.Tensor, layer_ids: list[int], final: bool, paths: list[Path],
                   batch: int = 32, save_every: int = 64, seed=None) -> list[DiskRows]:
@@ -568,6 +596,11 @@ def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig
                                     elapsed / (tc.minutes * 60) if tc.schedule == "time" else 0.0)
         rows = torch.as_tensor(rng.integers(0, len(seqs_t), size=tc.batch_size), device=device)
         anchors = sample_anchors(rng, tc, dc.block_size, device)
+        if isinstance(cached, DiskRows):           # the next step's rows load while this one computes
+            upcoming = next_rows(rng, len(seqs_t), tc.batch_size)
+            for disk in (cached, cached_final):
+                if disk is not None:
+                    disk.will_need(upcoming)
         loss, _ = drafter_loss(drafter, target, seqs_t[rows], anchors, mask_id, weights,
                                cached[rows] if cached is not None else None, tc.distill,
                                cached_final[rows] if cached_final is not None else None)

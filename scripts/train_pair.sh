@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # The recipe for the next pair, taps-code-10m, stage by stage, as its parts were made (the
 # shipped taps-stdlib-6m came from scripts/train_pair_stdlib.sh). It has two runs: a 6-layer pair
-# (RUN6: tokenizer, target, unloop, drafter), whose target is then grown to 12 layers and
-# trained on, and whose drafter starts the 12-layer target's drafter (RUN); that drafter then
-# goes on in two more runs on more of the target's regenerated text (RUN16, RUN32). Every stage shows
+# (RUN6: tokenizer, target, unloop, drafter), whose target is then grown to 12 layers and trained
+# on, and whose drafter starts the 12-layer target's drafter (RUN); that drafter then
+# goes on in three more runs on more of the target's regenerated text (RUN16, RUN32, RUN64). Every stage shows
 # progress, checkpoints, and resumes when run again after an interruption.
 #
-#   bash scripts/train_pair.sh              # every stage, in order, in the foreground (~19 h on 2 cores)
+#   bash scripts/train_pair.sh              # every stage, in order, in the foreground (~24 h on 2 cores)
 #   bash scripts/train_pair.sh target-bg    # only the 6-layer target stage, in the background (nohup +
 #                                           # setsid): log RUN6/target.log, pid RUN6/target.pid
 #
 # Pause the target with `kill -TERM $(cat RUN6/target.pid)` (it checkpoints at the next step and
 # exits with status 75); run the same command again to resume. Pause any stage for a benchmark
 # with `kill -STOP PID` / `kill -CONT PID`: the time budgets count training steps only. RUN6
-# (default runs/pair3), RUN (default runs/pair5), RUN16 and RUN32 (the drafter's runs on more
-# regenerated text, default runs/pair6 and runs/pair7) and PYTHON (default python) may be set.
+# (default runs/pair3), RUN (default runs/pair5), RUN16, RUN32 and RUN64 (the drafter's runs on more
+# regenerated text, default runs/pair6, runs/pair7 and runs/pair8) and PYTHON (default python) may be set.
 #
 # Corpus stdlib+libs: the Python stdlib plus the sources of torch, transformers, numpy, pandas,
 # networkx and sympy, deduplicated (exact and near-duplicate files); the validation split is the
@@ -32,6 +32,7 @@ RUN6=${RUN6:-runs/pair3}
 RUN=${RUN:-runs/pair5}
 RUN16=${RUN16:-runs/pair6}
 RUN32=${RUN32:-runs/pair7}
+RUN64=${RUN64:-runs/pair8}
 PYTHON=${PYTHON:-python}
 SHAPE=(--hidden-size 256 --intermediate-size 768 --num-attention-heads 4 --num-key-value-heads 2 --head-dim 64
     --max-position-embeddings 1024 --seq-len 512 --batch-size 8 --max-steps 20000 --log-every 20 --threads 2)
@@ -95,7 +96,9 @@ DRAFTER=(--out "$RUN" --corpus stdlib+libs --num-layers 4 --block-size 16 --targ
 # a larger --regen-sequences are the smaller run's, and only the new ones are generated), each
 # from the last drafter's weights at a lower peak. 16,384 sequences (~24 min more regenerating,
 # features 6.4 GB): 105 minutes, held-out loss 1.99 -> 1.90. 32,768 sequences (~49 min more,
-# features 12.9 GB: the most a 24 GB machine holds): 75 minutes.
+# features 12.9 GB: the most a 24 GB machine holds in memory): 75 minutes. 65,536 sequences (~1 h
+# 40 min more; features 25.8 GB, memory-mapped from disk, the first 32,768 rows copied from RUN32's
+# by --features-from): 150 minutes.
 seed_run() {  # seed_run FROM TO: TO starts with FROM's target, corpus and regenerated sequences
     mkdir -p "$2/drafter_data"
     [[ -f "$2/drafter_data/train.npy" ]] || { cp -r "$1/target" "$1/data" "$2/" \
@@ -109,11 +112,14 @@ seed_run "$RUN" "$RUN16"
 seed_run "$RUN16" "$RUN32"
 "$PYTHON" -m taps.train drafter --out "$RUN32" "${MORE[@]}" --minutes 75 --max-steps 10000 --regen-sequences 32768 \
     --feature-cache-gb 14 --init-drafter "$RUN16/drafter"
+seed_run "$RUN32" "$RUN64"
+"$PYTHON" -m taps.train drafter --out "$RUN64" "${MORE[@]}" --minutes 150 --max-steps 12000 --regen-sequences 65536 \
+    --feature-cache-gb 14 --feature-disk-gb 30 --features-from "$RUN32/drafter_data" --init-drafter "$RUN32/drafter"
 # The scorer's traces are drafted as at run time (int8 drafter on the CPU) on TAPS's run-time
 # pools (the 4 x 64 best nodes by marginal path score; every smaller budget's pool is a prefix) at
 # anchors in the first 128 generated tokens, as the app and the bench decode; greedy labels
 # (T=0 acceptance: soft labels fell below the marginal product on held-out tau). 3,000 traces,
 # 400 held-out, 3,000 steps: ~10 min.
-"$PYTHON" -m taps.train scorer  --out "$RUN32" --minutes 10 --schedule time --label greedy --max-steps 3000 \
+"$PYTHON" -m taps.train scorer  --out "$RUN64" --minutes 10 --schedule time --label greedy --max-steps 3000 \
     --train-traces 3000 --val-traces 400
-"$PYTHON" -m taps.train package --out "$RUN32" --name taps-code-10m
+"$PYTHON" -m taps.train package --out "$RUN64" --name taps-code-10m

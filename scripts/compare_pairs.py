@@ -3,6 +3,12 @@ equal verification budgets, and the issue's bars (DFlash tau >= 3; TAPS/learned 
 every equal budget; the new pair's best DDTree and TAPS speed-ups at least the old pair's).
 
     python scripts/compare_pairs.py OLD_FOLDER NEW_FOLDER [--names old,new]
+    python scripts/compare_pairs.py --rule OLD1 NEW1 OLD2 NEW2 [...] [--names old,new]
+
+`--rule` applies the shipping rule of issue 10 (assets/wip/README.md) to several timed runs per
+pair, given as OLD NEW folder pairs: for DDTree and each TAPS estimator, the new / old ratio of
+best speed-ups over AR in each run, and their mean (of the unrounded ratios), which must be at
+least 1.00. DFlash is shown but not judged.
 
 Each folder is the output of one `python -m taps.bench` run (`summary.csv`), e.g. the
 `humaneval-cpu-cost` folder of `bash scripts/bench_shipped.sh timed` for each pair. Speed-ups are
@@ -93,16 +99,50 @@ def compare(old: list[dict], new: list[dict], names: tuple[str, str]) -> str:
     return "\n".join(lines)
 
 
+RULE_METHODS = METHODS[1:]
+
+
+def rule(runs: list[tuple[list[dict], list[dict]]], names: tuple[str, str]) -> tuple[str, bool]:
+    """The shipping rule over runs [(old rows, new rows), ...]: a Markdown table and the verdict."""
+    head = " / ".join(f"run {i + 1}" for i in range(len(runs)))
+    lines = [f"| method | {names[0]}, {head} | {names[1]}, {head} | new / old, {head} | mean |",
+             "|---|---:|---:|---:|---:|"]
+    passed = True
+    for name, selector, estimator in METHODS:
+        olds = [best(old, selector, estimator) for old, _ in runs]
+        news = [best(new, selector, estimator) for _, new in runs]
+        if not all(olds) or not all(news):
+            raise SystemExit(f"{name}: a run has no rows for it")
+        ratios = [b["speedup_vs_ar"] / a["speedup_vs_ar"] for a, b in zip(olds, news)]
+        mean = sum(ratios) / len(ratios)
+        judged = (name, selector, estimator) in RULE_METHODS
+        passed &= (mean >= 1.0) if judged else True
+        cell = f"**{mean:.3f}**" if judged else f"{mean:.3f} (not judged)"
+        old_s = " / ".join(f"{a['speedup_vs_ar']:.2f}x" for a in olds)
+        new_s = " / ".join(f"{b['speedup_vs_ar']:.2f}x" for b in news)
+        ratio_s = " / ".join(f"{r:.3f}" for r in ratios)
+        lines.append(f"| {name} best | {old_s} | {new_s} | {ratio_s} | {cell} |")
+    verdict = "met" if passed else "NOT met"
+    lines += ["", f"The rule (mean new / old at least 1.00 for DDTree and every TAPS estimator): {verdict}"]
+    return "\n".join(lines), passed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("old", type=Path)
-    parser.add_argument("new", type=Path)
+    parser.add_argument("folders", type=Path, nargs="+", help="OLD NEW (with --rule: OLD1 NEW1 OLD2 NEW2 ...)")
+    parser.add_argument("--rule", action="store_true", help="apply the shipping rule over several runs per pair")
     parser.add_argument("--names", default="old pair,new pair", help="two labels, comma-separated")
     args = parser.parse_args(argv)
     names = tuple(args.names.split(","))
     if len(names) != 2:
         raise SystemExit("--names takes two labels separated by a comma")
-    print(compare(read_summary(args.old), read_summary(args.new), names))
+    if len(args.folders) % 2 or (not args.rule and len(args.folders) != 2):
+        raise SystemExit("give the folders as OLD NEW pairs (more than one pair only with --rule)")
+    pairs = [(read_summary(a), read_summary(b)) for a, b in zip(args.folders[::2], args.folders[1::2])]
+    if args.rule:
+        print(rule(pairs, names)[0])
+    else:
+        print(compare(*pairs[0], names))
     return 0
 
 

@@ -321,6 +321,30 @@ def test_compare_pairs_reads_each_runs_own_ratios_and_checks_the_bars(tmp_path):
         cp.read_summary(tmp_path)
 
 
+def test_compare_pairs_rule_averages_the_unrounded_ratios_over_runs(tmp_path):
+    """--rule: per method, new / old best speed-up in each run and their mean; the verdict needs a
+    mean of at least 1.00 for DDTree and every TAPS estimator (DFlash is shown, not judged)."""
+    cp = _script("compare_pairs")
+
+    def run(name, dflash, ddtree, marginal, online, learned):
+        return cp.read_summary(_summary(tmp_path / name, [
+            ("ar", "none", 1, "", 1.0, 1.0), ("dflash", "marginal", 16, "", 3.5, dflash),
+            ("ddtree", "marginal", 16, "budget", 4.5, ddtree), ("taps", "marginal", 16, "reach", 4.5, marginal),
+            ("taps", "online", 16, "reach", 4.4, online), ("taps", "learned", 16, "cost", 4.8, learned)]))
+
+    old1, old2 = run("o1", 2.0, 2.5, 2.5, 2.5, 2.80), run("o2", 2.0, 2.5, 2.5, 2.5, 2.66)
+    new1, new2 = run("n1", 1.0, 2.6, 2.5, 2.6, 2.70), run("n2", 1.0, 2.6, 2.5, 2.6, 2.75)
+    table, ok = cp.rule([(old1, new1), (old2, new2)], ("old", "new"))
+    mean = (2.70 / 2.80 + 2.75 / 2.66) / 2                  # 0.99929: the rounded ratios would pass
+    assert not ok and f"| TAPS/learned best | 2.80x / 2.66x | 2.70x / 2.75x | 0.964 / 1.034 | **{mean:.3f}** |" in table
+    assert "| DFlash best | 2.00x / 2.00x | 1.00x / 1.00x | 0.500 / 0.500 | 0.500 (not judged) |" in table
+    assert table.endswith("every TAPS estimator): NOT met")
+    new2 = run("n2b", 1.0, 2.6, 2.5, 2.6, 2.76)
+    assert cp.rule([(old1, new1), (old2, new2)], ("old", "new"))[1]
+    with pytest.raises(SystemExit, match="OLD NEW pairs"):
+        cp.main([str(tmp_path / "o1"), str(tmp_path / "n1"), str(tmp_path / "o2")])
+
+
 def test_by_repetition_can_split_by_another_runs_ar_text(bench_out, tmp_path):
     """--split-by: the parts come from another folder's AR text (the old pair's, say), so that two
     runs of the same prompts compare on the same prompts; a folder lacking a prompt is refused."""

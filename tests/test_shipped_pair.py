@@ -36,7 +36,7 @@ def test_shipped_pair_is_complete(shipped):
     assert info["block_size"] == 16 and shipped.mask_token_id == 1
     if CANDIDATE:
         return
-    assert info["name"] == "taps-stdlib-6m"
+    assert info["name"] == "taps-code-10m"
     card = default_pair_path() / "MODEL_CARD.md"
     assert card.exists() and "BENCH_PLACEHOLDER" not in card.read_text()
 

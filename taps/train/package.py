@@ -3,7 +3,7 @@
 Copies the target (weights, config, tokenizer), the drafter and the scorer with their training
 logs, writes `pair.json`, and checks that the result loads with `taps.load_pair`.
 
-    python -m taps.train package --out runs/pair --name taps-stdlib-6m
+    python -m taps.train package --out runs/pair --name taps-code-10m
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def package(run: Path, dest: Path, name: str) -> Path:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="the run folder to package")
-    parser.add_argument("--name", default="taps-stdlib-6m")
+    parser.add_argument("--name", default="taps-code-10m")
     parser.add_argument("--dest", type=Path, default=None, help="default assets/models/NAME")
 
 

@@ -5,7 +5,8 @@
 #
 # The candidate pair (PAIR, default: assets/wip's unlooped target, drafter and scorer) is grown to
 # each of DEPTHS layers by scripts/grow_pair.py: the same function, so the same tokens and tau,
-# and a dearer target forward. Each pair, and the shipped pair as the reference, then runs the
+# and a dearer target forward. Each pair, and the earlier shipped pair taps-stdlib-6m as the
+# reference (OLD_PAIR, default: restored from git history, where it last was at b774d10), then runs the
 # same HumanEval sweep (32 prompts, 128 tokens, budgets 16 and 32), the app's examples (64
 # tokens, budgets 8-32) and AR alone on one thread (8 prompts), one after the other, each with AR
 # alongside in its own process. OUT (default results/target-depth) and WORK (the grown pairs,
@@ -25,7 +26,13 @@ if [ -z "$base" ]; then
     cp -r assets/wip/taps-code-6m-scorer "$base/scorer"
     echo '{"name": "taps-code-6m", "target": "target", "drafter": "drafter", "scorer": "scorer"}' > "$base/pair.json"
 fi
-declare -A pairs=([old]=assets/models/taps-stdlib-6m [d6]="$base")
+old=${OLD_PAIR:-}
+if [ -z "$old" ]; then
+    old=$WORK/old
+    mkdir -p "$old"
+    git archive b774d10 assets/models/taps-stdlib-6m | tar -x -C "$old" --strip-components=3
+fi
+declare -A pairs=([old]="$old" [d6]="$base")
 order=(old d6)
 for n in $DEPTHS; do
     "$PYTHON" scripts/grow_pair.py "$base" --layers "$n" --dest "$WORK/d$n"

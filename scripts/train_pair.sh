@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The recipe for the next pair, taps-code-10m, stage by stage, as its parts were made (the
-# shipped taps-stdlib-6m came from scripts/train_pair_stdlib.sh). It has two runs: a 6-layer pair
+# The recipe for the shipped pair, taps-code-10m (assets/models/taps-code-10m), stage by stage, as
+# its parts were made (the earlier pair, taps-stdlib-6m, came from scripts/train_pair_stdlib.sh). It has two runs: a 6-layer pair
 # (RUN6: tokenizer, target, unloop, drafter), whose target is then grown to 12 layers and trained
 # on, and whose drafter starts the 12-layer target's drafter (RUN); that drafter then
 # goes on in three more runs on more of the target's regenerated text (RUN16, RUN32, RUN64). Every stage shows
@@ -118,8 +118,9 @@ seed_run "$RUN32" "$RUN64"
 # The scorer's traces are drafted as at run time (int8 drafter on the CPU) on TAPS's run-time
 # pools (the 4 x 64 best nodes by marginal path score; every smaller budget's pool is a prefix) at
 # anchors in the first 128 generated tokens, as the app and the bench decode; greedy labels
-# (T=0 acceptance: soft labels fell below the marginal product on held-out tau). 3,000 traces,
-# 400 held-out, 3,000 steps: ~10 min.
-"$PYTHON" -m taps.train scorer  --out "$RUN64" --minutes 10 --schedule time --label greedy --max-steps 3000 \
-    --train-traces 3000 --val-traces 400
+# (T=0 acceptance: soft labels fell below the marginal product on held-out tau). 8,000 traces,
+# 400 held-out, 6,000 steps: ~13 min of traces, ~2 min of training (3,000 traces roughly halved
+# the scorer's held-out gain over the marginal product; assets/wip/README.md).
+"$PYTHON" -m taps.train scorer  --out "$RUN64" --minutes 10 --schedule time --label greedy --max-steps 6000 \
+    --train-traces 8000 --val-traces 400
 "$PYTHON" -m taps.train package --out "$RUN64" --name taps-code-10m

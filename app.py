@@ -12,7 +12,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import streamlit as st  # noqa: E402
 
-import app_common as ui  # noqa: E402
+from app_pages import common as ui  # noqa: E402
 
 st.set_page_config(page_title="TAPS Studio", page_icon="🌳", layout="wide")
 PAGES = [

@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-import app_common as ui
-from taps import viz
-from taps.app_state import pair_facts
-from taps.toy import PRESETS, build_toy_tree, choose, descendants
+from app_pages import common as ui
+from taps.studio import viz
+from taps.studio.app_state import pair_facts
+from taps.studio.toy import PRESETS, build_toy_tree, choose, descendants
 
 st.title("TAPS Studio")
 st.markdown("#### See and measure tree speculative decoding with diffusion drafters")

@@ -2,17 +2,17 @@
 
 import streamlit as st
 
-import app_common as ui
-import app_widgets
-from taps import viz
-from taps.app_state import profile_needed, rounds_table
+from app_pages import common as ui
+from app_pages import widgets as app_widgets
 from taps.config import MAX_BUDGET, check_value
-from taps.export import ExportError
-from taps.lesson import STAGE_TITLES, prompt_excerpt
 from taps.record import STAGES
 from taps.session import uses_profile
-from taps.speed import machine_load, profile_name
-from taps.stepper import StepController
+from taps.studio import viz
+from taps.studio.app_state import profile_needed, rounds_table
+from taps.studio.export import ExportError
+from taps.studio.lesson import STAGE_TITLES, prompt_excerpt, run_uses_profile
+from taps.studio.speed import machine_load, profile_name
+from taps.studio.stepper import StepController
 
 pair = ui.current_pair()
 state = st.session_state
@@ -241,8 +241,7 @@ def views(record) -> None:
 
 
 def uses_profile_dict(run_config: dict, record) -> bool:
-    return (record.selector == "taps" and run_config.get("taps_mode") == "cost") or \
-        (record.selector == "ddtree" and run_config.get("ddtree_mode") == "cost")
+    return run_uses_profile(record.selector, run_config)
 
 
 def exports(record, shown_prompt: str, run_config: dict) -> None:

@@ -6,17 +6,18 @@ import time
 import pandas as pd
 import streamlit as st
 
-import app_common as ui
-from taps import viz
-from taps.app_state import RACE_SELECTORS, results_frame, sweep_frame
-from taps.app_state import race as run_race
-from taps.app_state import sweep as run_sweep
+from app_pages import common as ui
 from taps.config import MAX_BUDGET, check_value
-from taps.export import ExportError
-from taps.lesson import prompt_excerpt
-from taps.metrics import summarize
-from taps.speed import MAX_REPEATS, MIN_REPEATS, best_budgets, machine_load, profile_name, spread_notes
-from taps.speed import summarize_repeats as summarize_runs
+from taps.eval.metrics import summarize
+from taps.policies import AR, ORACLE, names
+from taps.studio import viz
+from taps.studio.app_state import race as run_race
+from taps.studio.app_state import results_frame, sweep_frame
+from taps.studio.app_state import sweep as run_sweep
+from taps.studio.export import ExportError
+from taps.studio.lesson import prompt_excerpt
+from taps.studio.speed import MAX_REPEATS, MIN_REPEATS, best_budgets, machine_load, profile_name, spread_notes
+from taps.studio.speed import summarize_repeats as summarize_runs
 
 pair = ui.current_pair()
 state = st.session_state
@@ -24,11 +25,11 @@ BUDGETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
 st.title("Race and sweep")
 prompt = ui.prompt_picker("race", 100)
-state.setdefault("race_selectors", list(RACE_SELECTORS))
+state.setdefault("race_selectors", list(names()))
 state.setdefault("race_repeats", MIN_REPEATS)
 ui.keep("race_selectors", "race_repeats", "sweep_budgets")
 cols = st.columns([3, 1])
-selectors = cols[0].multiselect("Selectors (AR always runs first: it is the baseline)", RACE_SELECTORS,
+selectors = cols[0].multiselect("Selectors (AR always runs first: it is the baseline)", names(),
                                 key="race_selectors")
 estimator = ui.setting("estimator", "race_estimator", "TAPS estimator", cols[1])
 cols = st.columns(4)
@@ -42,7 +43,7 @@ config, problem = ui.build_config(pair, estimator=estimator, budget=budget, max_
                                   temperature=temperature)
 if problem:
     st.error(f"Cannot run these settings: {problem}")
-if temperature and temperature > 0 and "oracle" in selectors:
+if temperature and temperature > 0 and ORACLE.name in selectors:
     st.caption("The oracle is defined for greedy decoding only: it sits out at temperature > 0.")
 profile, _ = ui.machine_profile(pair, config.budget if config else 0)
 model = ui.model_profile(pair)
@@ -73,7 +74,7 @@ if st.button("Race", key="race_btn", type="primary"):
     if problem:
         st.error(f"Cannot race: {problem}")
     else:
-        shown = ["ar"] + [s for s in selectors if s != "ar" and not (s == "oracle" and temperature > 0)]
+        shown = [AR.name] + [s for s in selectors if s != AR.name and not (s == ORACLE.name and temperature > 0)]
         boards = {name: slot.empty() for name, slot in zip(shown, st.columns(len(shown)))}
         last_draw = {name: 0.0 for name in shown}
 

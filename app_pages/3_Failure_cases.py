@@ -3,12 +3,13 @@
 import pandas as pd
 import streamlit as st
 
-import app_common as ui
-from taps import viz
-from taps.app_state import profile_needed
-from taps.failures import KINDS, display_name, find_failures
-from taps.prompts import humaneval_prompts, parse_prompt_text
+from app_pages import common as ui
+from taps.eval.prompts import humaneval_prompts, parse_prompt_text
+from taps.policies import DDTREE, TAPS
 from taps.session import uses_profile
+from taps.studio import viz
+from taps.studio.app_state import profile_needed
+from taps.studio.failures import KINDS, display_name, find_failures
 
 pair = ui.current_pair()
 state = st.session_state
@@ -61,7 +62,7 @@ def gather_prompts() -> list[dict]:
 
 if st.button("Find failures", key="fail_btn", type="primary"):
     state.pop("fail_report", None)                  # a failed search never leaves the old report under its error
-    config, problem = ui.build_config(pair, selector="taps", estimator=estimator, budget=budget,
+    config, problem = ui.build_config(pair, selector=TAPS.name, estimator=estimator, budget=budget,
                                       max_new_tokens=max_new, taps_mode=taps_mode)
     profile, _ = ui.machine_profile(pair, budget if config else 0)
     try:
@@ -95,7 +96,7 @@ if report is not None:
         st.warning(f"Skipped {message}")
     counts = report.counts()
     kinds = list(KINDS) + ["all"]
-    state.setdefault("fail_kind", "ddtree")
+    state.setdefault("fail_kind", DDTREE.name)
     kind = st.segmented_control(
         "Show", kinds, key="fail_kind", required=True,
         format_func=lambda k: f"{KINDS[k]} ({counts[k]})" if k in KINDS else f"all flagged ({len(report.cases)})")

@@ -2,9 +2,17 @@
 
 import streamlit as st
 
-import app_common as ui
-from taps import viz
-from taps.toy import PRESETS, acceptance_curve, build_toy_tree, choose, descendants, parse_marginals, ranking_table
+from app_pages import common as ui
+from taps.studio import viz
+from taps.studio.toy import (
+    PRESETS,
+    acceptance_curve,
+    build_toy_tree,
+    choose,
+    descendants,
+    parse_marginals,
+    ranking_table,
+)
 
 st.title("Learn: marginals versus path-conditioned reach")
 state = st.session_state

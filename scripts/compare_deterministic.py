@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from taps.runner import group_key  # noqa: E402
+from taps.eval.runner import group_key  # noqa: E402
 
 FIELDS = ("token_ids", "tau", "rounds", "verified_nodes", "new_tokens")
 

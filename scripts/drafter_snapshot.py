@@ -30,7 +30,7 @@ from transformers import AutoConfig, AutoTokenizer  # noqa: E402
 
 from taps import DecodeSession, load_pair  # noqa: E402
 from taps.drafter import DFlashDrafter  # noqa: E402
-from taps.prompts import suite_prompts  # noqa: E402
+from taps.eval.prompts import suite_prompts  # noqa: E402
 from taps.train.drafter import DrafterConfig, model_config  # noqa: E402
 
 

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from taps import DecodeSession, load_pair
 from taps.config import run_label
+from taps.eval.prompts import example_prompts
 from taps.pool import Lattice
-from taps.prompts import example_prompts
 from taps.record import STAGES
 
 

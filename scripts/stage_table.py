@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from taps.eval.runner import Job, group_key  # noqa: E402
 from taps.record import STAGES  # noqa: E402
-from taps.runner import Job, group_key  # noqa: E402
 
 
 def label(row: dict) -> str:

@@ -12,7 +12,7 @@ recur from one prompt's text to the next). 1.0 means nothing repeats; a loop dri
 
 --by-repetition splits the folder's prompts by their AR continuation's distinct-4-gram share of
 words (below the threshold: the target loops there) and gives every selector's tau and speed-up over
-AR in each part, computed as the bench computes its summary (taps.bench.summarise) from the rows of
+AR in each part, computed as the bench computes its summary (taps.eval.bench.summarise) from the rows of
 that part only: how much of a pair's figure comes from text that repeats itself, which any drafter
 predicts easily. With --split-by FOLDER every folder's prompts are split by FOLDER's AR text
 instead of their own, so that two pairs' runs on the same prompts compare part by part on the same
@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from taps.metrics import distinct_share, word_share  # noqa: E402
-from taps.metrics import ngrams as grams  # noqa: E402
+from taps.eval.metrics import distinct_share, word_share  # noqa: E402
+from taps.eval.metrics import ngrams as grams  # noqa: E402
 
 
 def ar_rows(folder: Path) -> list[dict]:

@@ -13,10 +13,11 @@ import math
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
-SELECTORS = ("ar", "dflash", "ddtree", "taps", "oracle")
+from .policies import DDTREE, TAPS, names, policy
+
 ESTIMATORS = ("marginal", "online", "learned")
-TAPS_MODES = ("cost", "reach", "utility")
-DDTREE_MODES = ("budget", "cost")
+TAPS_MODES = TAPS.size_modes
+DDTREE_MODES = DDTREE.size_modes
 
 MAX_BUDGET = 1024
 MAX_NEW_TOKENS = 4096
@@ -26,8 +27,7 @@ MAX_TEMPERATURE = 5.0
 def run_label(selector: str, estimator: str = "", budget: int | None = None) -> str:
     """A run's (or a policy's) name in tables, legends, progress lines and latency profiles: `ar`,
     `ddtree@16`, `taps/online@16`, or without the budget `ddtree`, `taps/online`."""
-    name = f"taps/{estimator}" if selector == "taps" else selector
-    return name if selector == "ar" or budget is None else f"{name}@{budget}"
+    return policy(selector).run_label(estimator, budget)
 
 
 def _spec(default, help: str, lo=None, hi=None, choices=None, flag: bool = True) -> Any:
@@ -37,7 +37,7 @@ def _spec(default, help: str, lo=None, hi=None, choices=None, flag: bool = True)
 
 @dataclass
 class DecodeConfig:
-    selector: str = _spec("taps", "which nodes the target verifies each round", choices=SELECTORS)
+    selector: str = _spec(TAPS.name, "which nodes the target verifies each round", choices=names)
     budget: int = _spec(32, "draft nodes verified per round at most", 1, MAX_BUDGET)
     temperature: float = _spec(0.0, "0: greedy; above 0: sampling, still lossless", 0.0, MAX_TEMPERATURE)
     seed: int = _spec(0, "seed of the sampling draws (T > 0)", 0, 2**31 - 1)
@@ -67,17 +67,18 @@ class DecodeConfig:
             check_value(f.name, getattr(self, f.name))
         if self.lambda_node + self.lambda_depth <= 0:
             raise ValueError("lambda_node and lambda_depth must not both be zero")
-        if self.selector == "oracle" and self.temperature > 0:
-            raise ValueError("the oracle is defined for greedy decoding only (temperature 0)")
+        chosen = policy(self.selector)
+        if chosen.greedy_only and self.temperature > 0:
+            raise ValueError(f"{chosen.in_prose()} is defined for greedy decoding only (temperature 0)")
         if pair is None:
             return
-        if self.selector != "ar":
+        if chosen.needs_drafter:
             if pair.drafter is None:
                 raise ValueError(f"the '{self.selector}' selector needs a drafter, and this pair has none")
             if self.block_size is not None and self.block_size > pair.drafter.block_size:
                 raise ValueError(f"block_size must be from 2 to the drafter's {pair.drafter.block_size}, "
                                  f"got {self.block_size!r}")
-        if self.selector == "taps" and self.estimator == "learned" and pair.scorer is None:
+        if chosen.uses_estimator and self.estimator == "learned" and pair.scorer is None:
             raise ValueError("the 'learned' estimator needs a trained TAPS scorer, and this pair has none")
 
     def with_run(self, selector: str, estimator: str | None = None, budget: int | None = None,
@@ -86,16 +87,25 @@ class DecodeConfig:
         of a `taps` or `ddtree` run (its taps_mode or ddtree_mode)."""
         cfg = replace(self, selector=selector, estimator=estimator or self.estimator,
                       budget=self.budget if budget is None else budget)
-        if mode and selector == "taps":
-            cfg = replace(cfg, taps_mode=mode)
-        elif mode and selector == "ddtree":
-            cfg = replace(cfg, ddtree_mode=mode)
-        return cfg
+        field_name = policy(selector).size_field
+        return replace(cfg, **{field_name: mode}) if mode and field_name else cfg
 
     @property
     def size_mode(self) -> str:
-        """How this run sizes its tree: taps_mode for `taps`, ddtree_mode for `ddtree`, else ""."""
-        return {"taps": self.taps_mode, "ddtree": self.ddtree_mode}.get(self.selector, "")
+        """How this run sizes its tree: its policy's size field (taps_mode for TAPS, ddtree_mode for
+        DDTree), else ""."""
+        field_name = self.policy.size_field
+        return getattr(self, field_name) if field_name else ""
+
+    @property
+    def policy(self):
+        """The registered policy of `selector` (`taps.policies`)."""
+        return policy(self.selector)
+
+    @property
+    def uses_profile(self) -> bool:
+        """Whether these settings size trees from a latency profile."""
+        return self.policy.uses_profile(self.size_mode)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -112,7 +122,10 @@ def default(name: str):
 def field_spec(name: str) -> dict:
     """Default, min, max, choices and help of one setting (for pages and flags)."""
     f = FIELDS[name]
-    return {"default": default(name), **{k: f.metadata[k] for k in ("min", "max", "choices", "help")}}
+    spec = {"default": default(name), **{k: f.metadata[k] for k in ("min", "max", "choices", "help")}}
+    if callable(spec["choices"]):          # the selectors: whatever the policy registry holds now
+        spec["choices"] = spec["choices"]()
+    return spec
 
 
 def check_value(name: str, value) -> None:

@@ -19,9 +19,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from .drafter import DFlashDrafter, resolve_folder
 from .linear import pack_linears
+from .paths import MODELS_DIR
 from .scorer import TapsScorer
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "models"
+ASSETS = MODELS_DIR
 
 
 class PairError(ValueError):

@@ -115,7 +115,7 @@ def build_round(*, index: int, config, pool, selected: np.ndarray, accepted_rows
     pool_texts = texts(pool.tokens)
     return Round(
         index=index, selector=config.selector,
-        estimator=config.estimator if config.selector == "taps" else "marginal",
+        estimator=config.estimator if config.policy.uses_estimator else "marginal",
         budget=config.budget, temperature=float(config.temperature), start=start,
         root_token=int(pool.tokens[0]), root_text=pool_texts[0],
         pool_tokens=pool.tokens.tolist(), pool_texts=pool_texts,

@@ -5,14 +5,18 @@ Every selector works in three steps, which the session times as the stages of th
     estimate  a reach per pool node (default: the marginal product, DDTree's score)
     select    the pool indices to verify: root first, sorted, prefix-closed, at most `budget`
 
-- `ar`:     no drafter; the root alone (plain autoregressive decoding).
-- `dflash`: the drafter's argmax path.
-- `ddtree`: best-first heap over the product of marginals (the B best paths).
-- `taps`:   candidate pool (the best pool_factor x budget nodes by marginal path score, or the
+- AR:     no drafter; the root alone (plain autoregressive decoding).
+- DFlash: the drafter's argmax path.
+- DDTree: best-first heap over the product of marginals (the B best paths).
+- TAPS:   candidate pool (the best pool_factor x budget nodes by marginal path score, or the
             authors' beam pool) -> path-conditioned reach -> prefix-closed subtree, by the
             authors' utility-and-closure rule (`utility`), by reach alone (`reach`, the exact
             optimum of the sum of reach), or by our measured-cost size choice (`cost`).
-- `oracle`: in hindsight (T=0), the longest prefix of the target's own continuation that lies in
+
+Each class names its registry entry (`policy`, from `taps.policies`); `make_selector` finds the
+class of a registered policy among the subclasses of `Selector`, so a new policy is one class
+here (or anywhere) and one registry line.
+- oracle: in hindsight (T=0), the longest prefix of the target's own continuation that lies in
             the drafter's top-K lattice.
 """
 
@@ -23,14 +27,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import kernels
-from .config import SELECTORS, TAPS_MODES, DecodeConfig, run_label
-from .costs import LatencyProfile
+from .config import DecodeConfig
+from .cost_model import LatencyProfile
 from .estimate import Estimator
+from .policies import AR, DDTREE, DFLASH, ORACLE, TAPS, Policy, policy
 from .pool import Lattice, candidate_pool, ddtree_nodes, heap_tree, top_paths, tree_from_nodes
+from .subtree import reach_order, top_by_reach, utility_selection
 from .tree import DraftTree
 
-__all__ = ["SELECTORS", "TAPS_MODES", "RoundContext", "Selector", "make_selector", "top_by_reach",
-           "ddtree_nodes", "utility_selection"]
+__all__ = ["RoundContext", "Selector", "make_selector", "top_by_reach", "ddtree_nodes", "utility_selection"]
 
 
 @dataclass
@@ -44,8 +49,7 @@ class RoundContext:
 
 
 class Selector:
-    name = "base"
-    needs_drafter = True
+    policy: Policy      # its registry entry (taps.policies): name, label, needs, size modes
 
     def pool(self, root_token: int, lattice: Lattice | None, cfg: DecodeConfig, ctx: RoundContext) -> DraftTree:
         raise NotImplementedError
@@ -59,15 +63,14 @@ class Selector:
 
 
 class AutoregressiveSelector(Selector):
-    name = "ar"
-    needs_drafter = False
+    policy = AR
 
     def pool(self, root_token, lattice, cfg, ctx):
         return DraftTree.root_only(root_token)
 
 
 class DFlashSelector(Selector):
-    name = "dflash"
+    policy = DFLASH
 
     def pool(self, root_token, lattice, cfg, ctx):
         length = min(cfg.budget, lattice.depth)
@@ -78,7 +81,7 @@ class DDTreeSelector(Selector):
     """The heap's popped nodes come first in the pool and its frontier after them, so `select`
     takes the first min(budget, pool size) nodes: exactly the nodes the heap popped."""
 
-    name = "ddtree"
+    policy = DDTREE
 
     def pool(self, root_token, lattice, cfg, ctx):
         return heap_tree(root_token, lattice, cfg.budget, cfg.budget, frontier=True)
@@ -87,63 +90,15 @@ class DDTreeSelector(Selector):
         size = min(cfg.budget, pool.size)
         if cfg.ddtree_mode == "cost" and ctx.profile is not None:
             # the popped nodes come in best-first order, so their scores are already descending
-            size = ctx.profile.best_size(pool.reach[1: size + 1], size, "ddtree")
+            size = ctx.profile.best_size(pool.reach[1: size + 1], size, DDTREE.run_label())
         return np.arange(size + 1)
 
 
 _NO_TIMES = np.empty(0)        # select without cost sizing
 
 
-def reach_order(reach: np.ndarray) -> np.ndarray:
-    """Draft node indices by reach, highest first (ties: lower index first)."""
-    return np.argsort(-reach[1:], kind="stable") + 1
-
-
-def top_by_reach(reach: np.ndarray, count: int, order: np.ndarray | None = None) -> np.ndarray:
-    """The `count` draft nodes of highest reach (ties: lower index first), root included, sorted.
-
-    Reach never grows along a path and parents precede children, so this set is prefix-closed
-    and maximises the sum of reach among trees of at most `count` nodes."""
-    order = reach_order(reach) if order is None else order
-    chosen = np.zeros(min(count, len(order)) + 1, dtype=np.int64)
-    chosen[1:] = np.sort(order[:count])
-    return chosen
-
-
-def utility_selection(pool: DraftTree, reach: np.ndarray, budget: int, lambda_node: float,
-                      lambda_depth: float, endpoint_cap: int) -> np.ndarray:
-    """The authors' rule: take nodes by r / (lambda_node + lambda_depth * depth), each with its
-    ancestor closure, while the tree keeps within the node cap and the endpoint (leaf) cap."""
-    utility = reach / (lambda_node + lambda_depth * pool.depths)
-    order = np.lexsort((np.arange(1, len(reach)), -utility[1:])) + 1
-    chosen = np.zeros(len(reach), dtype=bool)
-    chosen[0] = True
-    n_children = np.zeros(len(reach), dtype=np.int64)
-    size, leaves = 0, 0
-    for node in order:
-        if chosen[node]:
-            continue
-        closure = []
-        v = int(node)
-        while not chosen[v]:
-            closure.append(v)
-            v = int(pool.parents[v])
-        # adding the chain under v: v gains a child; the new bottom node becomes a leaf
-        new_leaves = leaves + (0 if (n_children[v] == 0 and v != 0) else 1)
-        if size + len(closure) > budget or new_leaves > endpoint_cap:
-            continue
-        for u in closure:
-            chosen[u] = True
-            n_children[int(pool.parents[u])] += 1
-        size += len(closure)
-        leaves = new_leaves
-        if size >= budget:
-            break
-    return np.flatnonzero(chosen)
-
-
 class TapsSelector(Selector):
-    name = "taps"
+    policy = TAPS
 
     def pool(self, root_token, lattice, cfg, ctx):
         caps = [c for c in (cfg.pool_factor * cfg.budget, cfg.score_cap) if c > 0]
@@ -153,7 +108,7 @@ class TapsSelector(Selector):
 
     def estimate(self, pool, lattice, cfg, ctx):
         if ctx.estimator is None:
-            raise ValueError("the taps selector needs an estimator")
+            raise ValueError("the TAPS selector needs an estimator")
         return ctx.estimator.reach(pool, lattice)
 
     def select(self, pool, cfg, ctx):
@@ -163,16 +118,16 @@ class TapsSelector(Selector):
         size = min(cfg.budget, pool.size)
         cost = cfg.taps_mode == "cost" and ctx.profile is not None
         if kernels.available:
-            times = ctx.profile.round_times(run_label("taps", cfg.estimator), size) if cost else _NO_TIMES
+            times = ctx.profile.round_times(TAPS.run_label(cfg.estimator), size) if cost else _NO_TIMES
             return kernels.top_by_reach(pool.reach, size, times)
         order = reach_order(pool.reach)
         if cost:
-            size = ctx.profile.best_size(pool.reach[order], size, run_label("taps", cfg.estimator))
+            size = ctx.profile.best_size(pool.reach[order], size, TAPS.run_label(cfg.estimator))
         return top_by_reach(pool.reach, size, order)
 
 
 class OracleSelector(Selector):
-    name = "oracle"
+    policy = ORACLE
 
     def pool(self, root_token, lattice, cfg, ctx):
         if ctx.future_tokens is None:
@@ -187,9 +142,14 @@ class OracleSelector(Selector):
         return tree_from_nodes(root_token, nodes, lattice)
 
 
+def _subclasses(cls: type) -> list[type]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
+
+
 def make_selector(name: str) -> Selector:
-    table = {cls.name: cls for cls in (AutoregressiveSelector, DFlashSelector, DDTreeSelector,
-                                       TapsSelector, OracleSelector)}
-    if name not in table:
-        raise ValueError(f"unknown selector '{name}': choose one of {', '.join(SELECTORS)}")
-    return table[name]()
+    """The selector of the registered policy `name` (the newest class that names it)."""
+    chosen = policy(name)
+    classes = [cls for cls in _subclasses(Selector) if getattr(cls, "policy", None) == chosen]
+    if not classes:
+        raise ValueError(f"the policy '{name}' is registered but no Selector class names it")
+    return classes[-1]()

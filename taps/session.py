@@ -7,7 +7,7 @@ One round, in the stage names used everywhere (code, UI, benchmarks):
     select   the prefix-closed subtree to verify
     verify   one target forward over the tree, ancestor-only mask, and the walk
     commit   KV compaction, drafter context, estimator feedback, stop rules, the Round record
-The `ar` selector skips the drafter: its rounds are plain autoregressive decoding with a KV cache.
+AR (a policy that needs no drafter) skips the drafter: its rounds are plain autoregressive decoding with a KV cache.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import replace
 import torch
 from transformers import DynamicCache
 
-from . import costs, kernels
+from . import kernels, profiles
 from .config import DecodeConfig
-from .costs import LatencyProfile
+from .cost_model import LatencyProfile
 from .estimate import make_estimator
 from .fast_drafter import DraftContext, fast_drafter
 from .pair import ModelPair
@@ -36,8 +36,7 @@ __all__ = ["DecodeConfig", "DecodeSession", "Round", "STAGES", "greedy_continuat
 
 def uses_profile(cfg: DecodeConfig) -> bool:
     """Whether these settings size trees from a latency profile."""
-    return ((cfg.selector == "taps" and cfg.taps_mode == "cost")
-            or (cfg.selector == "ddtree" and cfg.ddtree_mode == "cost"))
+    return cfg.uses_profile
 
 
 class DecodeSession:
@@ -71,15 +70,16 @@ class DecodeSession:
         self.rounds: list[Round] = []
         self.finished, self.stop_reason = False, None
         self.selector = make_selector(cfg.selector)
-        self.block_size = (cfg.block_size or pair.drafter.block_size) if self.selector.needs_drafter else 1
-        self.estimator = make_estimator(cfg.estimator, pair) if cfg.selector == "taps" else None
-        if self.profile is None and uses_profile(cfg):
-            self.profile = costs.profile_for(pair, max_nodes=max(cfg.budget, 1))
-        if cfg.selector == "oracle" and self._oracle_tokens is None:
+        needs_drafter = cfg.policy.needs_drafter
+        self.block_size = (cfg.block_size or pair.drafter.block_size) if needs_drafter else 1
+        self.estimator = make_estimator(cfg.estimator, pair) if cfg.policy.uses_estimator else None
+        if self.profile is None and cfg.uses_profile:
+            self.profile = profiles.required_profile(pair, max_nodes=max(cfg.budget, 1))
+        if cfg.policy.hindsight and self._oracle_tokens is None:
             self._oracle_tokens = greedy_continuation(pair, prompt_ids, cfg.max_new_tokens + self.block_size)
         self.cache = DynamicCache(config=pair.target.config)
         self.draft_context = (DraftContext(fast_drafter(pair), pair.mask_token_id)
-                              if self.selector.needs_drafter else None)
+                              if needs_drafter else None)
         timer = StageTimer(pair.device)
         with timer("verify"):                       # prefill: timed apart from the rounds
             features = prefill(pair.target, self.cache, prompt_ids,
@@ -111,7 +111,7 @@ class DecodeSession:
         timer = StageTimer(pair.device)
 
         lattice = None
-        if sel.needs_drafter:
+        if sel.policy.needs_drafter:
             with timer("draft"):
                 lattice = self._draft(root, min(self.block_size - 1, room))
         with timer("pool"):

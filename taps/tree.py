@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from . import kernels
+from .subtree import path_to
 
 _PYTHON_OPS = {np.add: operator.add, np.multiply: operator.mul, np.logical_and: operator.and_}
 
@@ -35,15 +36,6 @@ def accumulate_down(parents: np.ndarray, depths: np.ndarray, values: np.ndarray,
         level = np.flatnonzero(depths == depth)
         out[level] = combine(out[parents[level]], values[level])
     return out
-
-
-def path_to(parents, node: int) -> list[int]:
-    """Node indices from depth 1 down to `node` (empty for the root), following `parents`."""
-    out = []
-    while node > 0:
-        out.append(node)
-        node = int(parents[node])
-    return out[::-1]
 
 
 @dataclass

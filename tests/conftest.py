@@ -34,13 +34,14 @@ PNG_EXPORT = _has("plotly") and _has("kaleido") and Path("/usr/bin/chromium").ex
 needs_png_export = pytest.mark.skipif(not PNG_EXPORT, reason="PNG export needs plotly, kaleido and /usr/bin/chromium")
 
 
-REAL_PROFILE_FOR = None      # taps.costs.profile_for itself, for the tests of it
+REAL_PROFILE_FOR = None      # taps.eval.measure.profile_for itself, for the tests of it
 
 
 def fixed_profile(pair) -> "LatencyProfile":  # noqa: F821
     """A made-up but plausible latency profile for `pair` here: verify grows linearly with the
     tree, a round's other costs are half an AR step. Sessions get it instead of measuring one."""
-    from taps.costs import LatencyProfile, default_sizes, profile_key
+    from taps.cost_model import LatencyProfile, default_sizes
+    from taps.profiles import profile_key
 
     sizes = default_sizes(1024)
     return LatencyProfile(sizes=sizes, verify_s=[0.002 + 0.0001 * m for m in sizes], draft_s=0.001,
@@ -55,15 +56,17 @@ def taps_cache(tmp_path_factory):
     """Saved latency profiles live in a per-run folder (never the user's cache), and sessions that
     size trees from a profile get `fixed_profile` instead of measuring one: no test's trees depend
     on timing. (tests/test_costs.py measures real ones on purpose.)"""
-    from taps import costs
+    from taps import profiles
+    from taps.eval import measure
 
     global REAL_PROFILE_FOR
     folder = tmp_path_factory.mktemp("taps-cache")
     os.environ["TAPS_CACHE"] = str(folder)
-    measure = REAL_PROFILE_FOR = costs.profile_for
-    costs.profile_for = lambda pair, max_nodes, announce=None: fixed_profile(pair)
+    real_measure, real_required = REAL_PROFILE_FOR, _ = measure.profile_for, profiles.required_profile
+    measure.profile_for = lambda pair, max_nodes, announce=None: fixed_profile(pair)
+    profiles.required_profile = lambda pair, max_nodes: fixed_profile(pair)
     yield folder
-    costs.profile_for = measure
+    measure.profile_for, profiles.required_profile = real_measure, real_required
 
 
 @pytest.fixture(scope="session")

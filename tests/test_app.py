@@ -13,7 +13,7 @@ pytest.importorskip("streamlit", reason="the app's packages are not installed (a
 from conftest import fixed_profile
 from streamlit.testing.v1 import AppTest
 
-from taps.app_state import load_pair_from_source, run_json
+from taps.studio.app_state import load_pair_from_source, run_json
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP, RACE, FAIL, LEARN = ("1_Step_through.py", "2_Race_and_sweep.py", "3_Failure_cases.py", "4_Learn.py")
@@ -24,7 +24,8 @@ VERIFIED = ("root: last token", "accepted", "rejected sibling", "rejected-prefix
 def tiny_pair_env(tiny_pair_dir):
     """The app on the tiny pair, with this machine's latency profile saved (a fixed one): what a
     user has after pressing *Measure latency profile* once."""
-    from taps.costs import forget_profiles, profile_path
+    from taps.eval.measure import forget_profiles
+    from taps.profiles import profile_path
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TAPS_PAIR", str(tiny_pair_dir))
@@ -108,7 +109,7 @@ def test_home_names_the_pair_and_the_pages():
     assert "Presenter mode" in sidebar and "Re-measure latency profile" in sidebar
     assert any("measured" in c.value and "1024 nodes" in c.value for c in at.sidebar.caption)
     # reference profiles: only those timed with this pair are offered; the others are named, with their pair
-    from taps.costs import reference_profiles
+    from taps.cost_model import reference_profiles
 
     offered = at.sidebar.radio(key="model_profile").options
     assert offered[0] == "this machine's profile" and all(
@@ -242,7 +243,7 @@ def test_bad_input_is_a_clear_message_and_the_page_stays_usable(change, message)
 
 
 def test_no_saved_profile_is_a_message_not_a_measurement(tiny_pair_dir):
-    from taps.costs import profile_path
+    from taps.profiles import profile_path
 
     pair = load_pair_from_source(str(tiny_pair_dir), "auto")
     saved = profile_path(pair).read_text()
@@ -260,7 +261,8 @@ def test_no_saved_profile_is_a_message_not_a_measurement(tiny_pair_dir):
 
 
 def test_the_sidebar_measures_a_profile_once_and_sessions_read_it(tiny_pair_dir):
-    from taps.costs import forget_profiles, profile_path
+    from taps.eval.measure import forget_profiles
+    from taps.profiles import profile_path
 
     pair = load_pair_from_source(str(tiny_pair_dir), "auto")
     saved = profile_path(pair).read_text()
@@ -500,7 +502,7 @@ def test_an_action_button_acts_once_per_click_even_when_streamlit_replays_it(mon
     without the press: Step must not lose the click either."""
     import types
 
-    import app_common
+    from app_pages import common as app_common
 
     fake = types.SimpleNamespace(session_state={})
     monkeypatch.setattr(app_common, "st", fake)
@@ -528,7 +530,7 @@ def test_an_action_buttons_callback_makes_no_streamlit_call():
     """Streamlit stops a callback at its first session-state access when another rerun request is
     pending (the viewport widget reports a resize just as Step is clicked): the click's callback
     must count it without one, or the click is lost."""
-    import app_common
+    from app_pages import common as app_common
 
     class Guarded(dict):
         def __getitem__(self, key):

@@ -16,9 +16,9 @@ import pytest
 import torch
 from conftest import needs_png_export
 
-from taps import bench
-from taps import profile as taps_profile
-from taps.costs import LatencyProfile
+from taps.cost_model import LatencyProfile
+from taps.eval import bench
+from taps.eval import profile as taps_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -184,7 +184,7 @@ def test_bench_rejects_an_unknown_size_choice(bench_args, tmp_path, capsys):
 
 
 def test_bench_suites(monkeypatch, tmp_path):
-    from taps import prompts as suites
+    from taps.eval import prompts as suites
 
     name, prompts = suites.suite_prompts("humaneval")
     assert name == "humaneval" and len(prompts) == 164 and prompts[0]["id"] == "HumanEval/0"
@@ -208,7 +208,7 @@ def test_torchrun_two_processes_match_one(bench_out, bench_args, tmp_path):
         env["GLOO_SOCKET_IFNAME"] = "lo"                             # keep gloo on loopback
     result = subprocess.run(
         [*launcher, "--nnodes", "1", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-         "--master_port", str(_free_port()), "-m", "taps.bench", *bench_args, "--out", str(out)],
+         "--master_port", str(_free_port()), "-m", "taps.eval.bench", *bench_args, "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = _rows(out)

@@ -35,7 +35,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SIZES = [(1280, 720), (1600, 1000)]
 SAVE_PROFILE = ("import sys; sys.path.insert(0, 'tests'); from conftest import fixed_profile; "
-                "from taps.app_state import load_pair_from_source; from taps.costs import profile_path; "
+                "from taps.studio.app_state import load_pair_from_source; from taps.profiles import profile_path; "
                 "pair = load_pair_from_source(sys.argv[1], 'auto'); fixed_profile(pair).save(profile_path(pair))")
 
 

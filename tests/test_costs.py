@@ -10,8 +10,10 @@ import conftest
 import numpy as np
 import pytest
 
-from taps import DecodeSession, costs, greedy_continuation
-from taps.costs import monotone_fit, profile_path, saved_profile
+from taps import DecodeSession, cost_model, greedy_continuation
+from taps.cost_model import monotone_fit
+from taps.eval import measure
+from taps.profiles import profile_key, profile_path, saved_profile
 
 
 def test_monotone_fit_is_the_closest_non_decreasing_curve():
@@ -55,27 +57,27 @@ def test_saved_profile_is_used_only_when_it_fits(tiny_pair_f32, tmp_path, monkey
 def test_reference_profiles_are_offered_only_for_their_own_pair(tiny_pair_f32, tmp_path, monkeypatch):
     """A shipped reference profile prices rounds of the pair it was timed with; another pair's
     rounds are not priced with it, and a file that does not load is skipped."""
-    monkeypatch.setattr(costs, "REFERENCE_PROFILES", tmp_path)
+    monkeypatch.setattr(cost_model, "REFERENCE_PROFILES", tmp_path)
     mine = conftest.fixed_profile(tiny_pair_f32)
     mine.save(tmp_path / "gpu-a.json")
     replace(mine, pair="another-pair").save(tmp_path / "gpu-b.json")
     (tmp_path / "broken.json").write_text("{not json")
-    assert sorted(costs.reference_profiles()) == ["gpu-a", "gpu-b"]
-    assert list(costs.reference_profiles(tiny_pair_f32.name)) == ["gpu-a"]
-    assert costs.reference_profiles(tiny_pair_f32.name)["gpu-a"] == mine
-    assert costs.reference_profiles("no-such-pair") == {}
+    assert sorted(cost_model.reference_profiles()) == ["gpu-a", "gpu-b"]
+    assert list(cost_model.reference_profiles(tiny_pair_f32.name)) == ["gpu-a"]
+    assert cost_model.reference_profiles(tiny_pair_f32.name)["gpu-a"] == mine
+    assert cost_model.reference_profiles("no-such-pair") == {}
 
 
 def test_profile_for_measures_once_with_a_message_then_reads_it(tiny_pair_f32, tmp_path, monkeypatch):
     monkeypatch.setenv("TAPS_CACHE", str(tmp_path))
-    costs.forget_profiles()
+    measure.forget_profiles()
     said = []
     profile = conftest.REAL_PROFILE_FOR(tiny_pair_f32, 8, announce=said.append)
     assert len(said) == 1 and "measuring a latency profile" in said[0] and "no latency profile saved" in said[0]
     assert profile.source == "measured" and max(profile.sizes) == 64 and profile.verify_s == sorted(profile.verify_s)
     assert set(profile.overhead_s) == {"dflash", "ddtree", "taps/marginal", "taps/online"} and profile.ar_step_s > 0
-    assert json.loads(profile_path(tiny_pair_f32).read_text())["key"] == costs.profile_key(tiny_pair_f32)
-    costs.forget_profiles()
+    assert json.loads(profile_path(tiny_pair_f32).read_text())["key"] == profile_key(tiny_pair_f32)
+    measure.forget_profiles()
     again = conftest.REAL_PROFILE_FOR(tiny_pair_f32, 32, announce=said.append)
     assert len(said) == 1 and again == profile        # read from disk, not measured again
 
@@ -87,7 +89,7 @@ def test_tree_sizes_read_only_the_profile(tiny_pair, monkeypatch):
     for _ in range(2):
         s = DecodeSession(tiny_pair, "def f(x):", selector="taps", estimator="online", budget=32, max_new_tokens=20,
                           stop_at_eos=False, profile=profile)
-        monkeypatch.setattr(costs, "measure_profile", lambda *a, **k: pytest.fail("measured during a decode"))
+        monkeypatch.setattr(measure, "measure_profile", lambda *a, **k: pytest.fail("measured during a decode"))
         s.run()
         runs.append([(r.selected, r.tau) for r in s.rounds])
     assert runs[0] == runs[1]

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from taps import DecodeSession, greedy_continuation, load_pair, sample_continuation
+from taps.eval.prompts import example_prompts, humaneval_prompts
 from taps.pair import default_pair_path
-from taps.prompts import example_prompts, humaneval_prompts
 
 pytestmark = pytest.mark.slow
 NEW_TOKENS = 48

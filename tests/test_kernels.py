@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from taps import kernels
-from taps.costs import LatencyProfile
+from taps.cost_model import LatencyProfile
 from taps.estimate import reach_from_edges
 from taps.pool import Lattice, heap_tree
 from taps.scorer import ScorerConfig, ScorerTables, TapsScorer

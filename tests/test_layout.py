@@ -1,4 +1,4 @@
-"""Tree layout in pixels (taps.layout): labels never overlap, fit their column, and what does not
+"""Tree layout in pixels (taps.studio.layout): labels never overlap, fit their column, and what does not
 fit is counted."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taps.layout import CHAR_PX, FONT_PX, LABEL_ROW, MARKER_GAP, Plot, cut_label, fit_tree, tidy_positions
+from taps.studio.layout import CHAR_PX, FONT_PX, LABEL_ROW, MARKER_GAP, Plot, cut_label, fit_tree, tidy_positions
 
 
 def random_tree(seed: int, size: int) -> list[int]:

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from taps import linear, load_pair
-from taps.costs import profile_key
+from taps.profiles import profile_key
 
 pytestmark = pytest.mark.skipif(not linear.available(), reason="this PyTorch build has no oneDNN linear operators")
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from taps import DecodeSession, Round
 from taps.__main__ import main
-from taps.metrics import nodes_frame, rounds_frame, summarize
+from taps.eval.metrics import nodes_frame, rounds_frame, summarize
 
 
 def test_round_accounting(tiny_pair):
@@ -86,7 +86,7 @@ def test_cli_reports_bad_input(tiny_pair_dir, capsys):
 
 
 def test_select_share_counts_pool_estimate_and_select(tiny_pair):
-    from taps.runner import Job, run_prompt
+    from taps.eval.runner import Job, run_prompt
     from taps.session import DecodeConfig
 
     rows = run_prompt(tiny_pair, {"id": "p", "prompt": "def f(x):"}, [Job("taps", "online", 16)],

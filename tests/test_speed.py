@@ -1,4 +1,4 @@
-"""Modelled and measured speed (taps.speed): spreads, notes, repeats and when a best budget may be
+"""Modelled and measured speed (taps.studio.speed): spreads, notes, repeats and when a best budget may be
 named."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from taps.speed import (
+from taps.studio.speed import (
     MachineLoad,
     Spread,
     best_budgets,

@@ -1,4 +1,4 @@
-"""The Step-through controller (taps.stepper) without streamlit: start, advance, saved vs live,
+"""The Step-through controller (taps.studio.stepper) without streamlit: start, advance, saved vs live,
 replaying a run to a round, the counters, and the two speeds on a busy machine."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from conftest import fixed_profile
 
 from taps import DecodeConfig
-from taps.stepper import StepController
+from taps.studio.stepper import StepController
 
 PROMPT = "def add(a, b):\n    return"
 
@@ -81,9 +81,11 @@ def test_bad_settings_leave_the_run_as_it_was(tiny_pair_f32, profile):
 
 
 def test_a_profile_is_required_never_measured(tiny_pair_f32, monkeypatch):
-    from taps import costs
+    from taps import profiles
+    from taps.eval import measure
 
-    monkeypatch.setattr(costs, "profile_for", lambda *a, **k: pytest.fail("the app must never measure a profile"))
+    monkeypatch.setattr(measure, "profile_for", lambda *a, **k: pytest.fail("the app must never measure a profile"))
+    monkeypatch.setattr(profiles, "required_profile", lambda *a, **k: pytest.fail("the app reads no profile unasked"))
     ctrl = StepController()
     with pytest.raises(ValueError, match="Measure latency profile"):
         ctrl.advance(tiny_pair_f32, PROMPT, config(taps_mode="cost"), None)

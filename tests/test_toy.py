@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taps.toy import (
+from taps.studio.toy import (
     PRESETS,
     acceptance_curve,
     build_toy_tree,

@@ -1,5 +1,5 @@
-"""The app's pure logic without streamlit: figures and exports (taps.viz), hindsight and failure
-search (taps.failures), pair sources, prompts, run files, counters, race and sweep (taps.app_state)."""
+"""The app's pure logic without streamlit: figures and exports (taps.studio.viz), hindsight and failure
+search (taps.studio.failures), pair sources, prompts, run files, counters, race and sweep (taps.studio.app_state)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ pytest.importorskip("plotly", reason="the app's packages are not installed (a ba
 from conftest import fixed_profile, needs_png_export
 
 from taps import DecodeConfig, DecodeSession, PairError, Round, viz
-from taps.app_state import (
+from taps.eval.prompts import example_prompts, humaneval_prompts, parse_prompt_text
+from taps.record import validate_round
+from taps.studio.app_state import (
     ArBaseline,
     load_pair_from_source,
     load_run,
@@ -23,7 +25,7 @@ from taps.app_state import (
     run_json,
     sweep,
 )
-from taps.failures import (
+from taps.studio.failures import (
     compare_rankings,
     explain_round,
     find_failures,
@@ -32,10 +34,8 @@ from taps.failures import (
     probe_round,
     target_path,
 )
-from taps.lesson import round_text
-from taps.prompts import example_prompts, humaneval_prompts, parse_prompt_text
-from taps.record import validate_round
-from taps.speed import best_budgets, summarize_repeats
+from taps.studio.lesson import round_text
+from taps.studio.speed import best_budgets, summarize_repeats
 
 
 def synthetic_round(bonus_token: int = 14, **changes) -> Round:
@@ -223,7 +223,7 @@ def test_round_tree_figure_matches_the_round(tree_rounds, color_by):
 
 
 def test_small_trees_smaller_than_the_budget_say_why():
-    from taps.lesson import size_explanation
+    from taps.studio.lesson import size_explanation
 
     record = synthetic_round()                                                   # budget 4, verified 4
     assert "chose" not in viz.round_tree_figure(record, config={"taps_mode": "cost"}).layout.title.subtitle.text
@@ -235,7 +235,7 @@ def test_small_trees_smaller_than_the_budget_say_why():
 
 
 def test_round_tree_figure_limits_the_pool_and_fits_its_plot(tree_rounds):
-    from taps.layout import Plot
+    from taps.studio.layout import Plot
 
     record = max(tree_rounds, key=lambda r: len(r.pool_tokens))
     fig = viz.round_tree_figure(record, "reach", max_pool_nodes=20)
@@ -274,7 +274,7 @@ def test_ranking_comparison_figure(tree_rounds):
 
 
 def summary_rows() -> list[dict]:
-    from taps.speed import spread_of
+    from taps.studio.speed import spread_of
 
     def row(label, selector, budget, tau, rate, speed, rounds=5, new=10, nodes=20):
         return {"label": label, "selector": selector, "estimator": "marginal", "budget": budget, "tau": tau,
@@ -288,7 +288,7 @@ def summary_rows() -> list[dict]:
 
 
 def test_other_figures(tree_rounds):
-    from taps.toy import PRESETS, acceptance_curve, build_toy_tree
+    from taps.studio.toy import PRESETS, acceptance_curve, build_toy_tree
 
     preset = PRESETS["Two good openings"]
     tree = build_toy_tree(preset.marginals, preset.off_mode_factor, preset.tokens)
@@ -337,12 +337,12 @@ def test_exports(tree_rounds):
 def test_an_export_that_overruns_is_stopped_with_its_browser(tree_rounds):
     import subprocess
 
-    from taps.export import ExportError
+    from taps.studio.export import ExportError
 
     with pytest.raises(ExportError, match="did not finish within 1 s and was stopped"):
         viz.figure_png(viz.round_tree_figure(tree_rounds[0]), timeout_s=1.0)
     alive = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout.splitlines()
-    assert not [line for line in alive if "taps.export" in line and not line.startswith("Z")]
+    assert not [line for line in alive if "taps.studio.export" in line and not line.startswith("Z")]
 
 
 # ---------------------------------------------------------------------------- app state

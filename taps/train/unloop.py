@@ -108,8 +108,8 @@ def unlikelihood_loss(logits: torch.Tensor, seq: torch.Tensor, mask: torch.Tenso
 def distinct_words(texts: list[str], n: int = 4) -> float | None:
     """Mean over texts of distinct n-grams / n-grams of whitespace-separated words; a text with
     fewer than n words (a barely trained model may loop inside one long "word") counts as 0
-    (`taps.metrics.word_share`). None when there are no texts."""
-    from taps.metrics import word_share
+    (`taps.eval.metrics.word_share`). None when there are no texts."""
+    from taps.eval.metrics import word_share
 
     return float(np.mean([word_share(text, n) for text in texts])) if texts else None
 

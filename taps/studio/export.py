@@ -2,7 +2,7 @@
 in a child process of its own session, and a render that overruns its time limit is stopped, the
 whole process group with it (no browser is left behind), with a message saying what to do.
 
-    python -m taps.export png WIDTH HEIGHT SCALE < figure.json > figure.png   (what the child runs)
+    python -m taps.studio.export png WIDTH HEIGHT SCALE < figure.json > figure.png   (what the child runs)
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from ..paths import ROOT
+
 FORMATS = ("png", "svg")
 
 
@@ -53,7 +54,7 @@ def render_image(fig, fmt: str, width: int, height: int, scale: float = 1.0, tim
     if fmt not in FORMATS:
         raise ValueError(f"export format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     spec = fig.to_json() if hasattr(fig, "to_json") else str(fig)
-    process = subprocess.Popen([sys.executable, "-m", "taps.export", fmt, str(int(width)), str(int(height)),
+    process = subprocess.Popen([sys.executable, "-m", "taps.studio.export", fmt, str(int(width)), str(int(height)),
                                 str(float(scale))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, env=_environment(), cwd=ROOT, start_new_session=True)
     try:

@@ -2,7 +2,7 @@
 with a time limit, standalone HTML).
 
 Figures are built from plain records only: a `Round`, a toy tree, race and sweep result rows.
-Round trees are laid out in pixels by `taps.layout` (depth left to right, the favourite on top,
+Round trees are laid out in pixels by `taps.studio.layout` (depth left to right, the favourite on top,
 each parent centred on its children) for the plot size the page will draw, so every verified
 node's token label fits beside it without touching another.
 
@@ -23,20 +23,21 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .config import run_label
+from ..config import run_label
+from ..policies import AR, DDTREE, DFLASH, ORACLE, TAPS
+from ..record import STAGES, Round
 from .failures import compare_rankings, hindsight_status, target_path, visible_text
 from .layout import FONT_PX, LABEL_ROW, MARKER_GAP, Plot, fit_tree, tidy_positions
 from .lesson import STAGE_TITLES, expected_rate_curve, prompt_excerpt, round_text, size_explanation, stage_sentence
-from .record import STAGES, Round
 from .toy import ToyTree, choose, descendants
 
 PALETTE = {"black": "#000000", "orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442",
            "blue": "#0072B2", "vermillion": "#D55E00", "purple": "#CC79A7", "grey": "#8C8C8C"}
-SELECTOR_COLORS = {"ar": PALETTE["grey"], "dflash": PALETTE["sky"], "ddtree": PALETTE["orange"],
-                   "taps": PALETTE["blue"], "oracle": PALETTE["green"]}
-SELECTOR_SYMBOLS = {"ar": "square", "dflash": "triangle-up", "ddtree": "diamond", "taps": "circle",
-                    "oracle": "star"}
-SELECTOR_PATTERNS = {"ar": "", "dflash": "/", "ddtree": "x", "taps": ".", "oracle": "+"}
+SELECTOR_COLORS = {AR.name: PALETTE["grey"], DFLASH.name: PALETTE["sky"], DDTREE.name: PALETTE["orange"],
+                   TAPS.name: PALETTE["blue"], ORACLE.name: PALETTE["green"]}
+SELECTOR_SYMBOLS = {AR.name: "square", DFLASH.name: "triangle-up", DDTREE.name: "diamond", TAPS.name: "circle",
+                    ORACLE.name: "star"}
+SELECTOR_PATTERNS = {AR.name: "", DFLASH.name: "/", DDTREE.name: "x", TAPS.name: ".", ORACLE.name: "+"}
 STAGE_COLORS = dict(zip(STAGES, [PALETTE["sky"], PALETTE["yellow"], PALETTE["purple"], PALETTE["orange"],
                                  PALETTE["blue"], PALETTE["grey"]]))
 STAGE_PATTERNS = dict(zip(STAGES, ["/", "", ".", "x", "", "+"]))
@@ -648,9 +649,9 @@ def sweep_figure(summary: list[dict], profile_label: str = "", best: list[dict] 
         "τ: tokens per round", "modelled speed-up" + (f"<br><sup>on {_escape(profile_label)}'s profile</sup>"
                                                        if profile_label else ""),
         "measured tokens/s<br><sup>median, range as whiskers</sup>"))
-    ar = [row for row in summary if row["selector"] == "ar"]
+    ar = [row for row in summary if row["selector"] == AR.name]
     clear = {row["selector"]: row for row in best or [] if row["clear"]}
-    for name in sorted({row["label"] for row in summary if row["selector"] != "ar"}):
+    for name in sorted({row["label"] for row in summary if row["selector"] != AR.name}):
         mine = sorted((row for row in summary if row["label"] == name), key=lambda row: row["budget"])
         sel = _selector_of(name)
         style = dict(color=SELECTOR_COLORS.get(sel, PALETTE["grey"]))
@@ -688,7 +689,7 @@ def sweep_figure(summary: list[dict], profile_label: str = "", best: list[dict] 
 def tradeoff_figure(rows: list[dict]) -> go.Figure:
     """Accepted draft tokens per round against verified nodes per round: what each node buys."""
     fig = go.Figure()
-    for name in sorted({r["label"] for r in rows if r["selector"] != "ar"}):
+    for name in sorted({r["label"] for r in rows if r["selector"] != AR.name}):
         mine = sorted((r for r in rows if r["label"] == name), key=lambda r: r["budget"])
         sel = _selector_of(name)
         rounds = [max(r["rounds"], 1) for r in mine]

@@ -10,12 +10,12 @@ from dataclasses import fields
 
 import streamlit as st
 
-import app_widgets
+from app_pages import widgets as app_widgets
 from taps import ModelPair
-from taps.app_state import default_pair_source, describe_source, load_pair_from_source
 from taps.config import MAX_BUDGET, DecodeConfig, check_value, field_spec
-from taps.layout import Plot
-from taps.speed import profile_name
+from taps.studio.app_state import default_pair_source, describe_source, load_pair_from_source
+from taps.studio.layout import Plot
+from taps.studio.speed import profile_name
 
 DEVICES = ("auto", "cpu", "cuda")
 OWN_PROMPT = "(type your own)"
@@ -188,7 +188,7 @@ def tree_plot(share: float = 1.0, reserve: int = 0) -> Plot:
 
 
 def chart(fig, key: str, **options) -> None:
-    from taps.viz import PLOT_CONFIG
+    from taps.studio.viz import PLOT_CONFIG
 
     st.plotly_chart(fig, key=key, theme=None, config=options.pop("config", PLOT_CONFIG), **options)
 
@@ -262,7 +262,7 @@ def profile_limit(pair: ModelPair) -> int:
 def machine_profile(pair: ModelPair | None, budget: int = 0):
     """This machine's saved latency profile for `pair` (never measured here), covering trees of
     `budget` nodes as far as the pair can verify them: (profile, why not)."""
-    from taps.costs import saved_profile
+    from taps.profiles import saved_profile
 
     if pair is None:
         return None, "no model pair is loaded"
@@ -272,7 +272,7 @@ def machine_profile(pair: ModelPair | None, budget: int = 0):
 @st.cache_data(show_spinner=False)
 def _references(pair_name: str | None) -> dict:
     """Reference profiles measured for the pair `pair_name` (all of them when None)."""
-    from taps.costs import reference_profiles
+    from taps.cost_model import reference_profiles
 
     return reference_profiles(pair_name)
 
@@ -298,7 +298,7 @@ def short_profile_name() -> str:
 
 
 def _measure(pair: ModelPair) -> None:
-    from taps.costs import forget_profiles, measure_and_save
+    from taps.eval.measure import forget_profiles, measure_and_save
 
     bar = st.progress(0.0, text="Measuring this machine's latency profile…")
     try:
@@ -357,7 +357,7 @@ def profile_sidebar(pair: ModelPair | None) -> None:
 # ---------------------------------------------------------------------------- prompts
 @st.cache_data(show_spinner=False)
 def examples() -> list[dict]:
-    from taps.prompts import example_prompts
+    from taps.eval.prompts import example_prompts
 
     return example_prompts()
 

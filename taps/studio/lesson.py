@@ -8,9 +8,10 @@ from typing import Mapping
 
 import numpy as np
 
-from .config import run_label
+from ..config import run_label
+from ..policies import AR, DFLASH, ORACLE, TAPS, policy
+from ..record import STAGES, Round
 from .failures import display_name, visible_text
-from .record import STAGES, Round
 
 STAGE_TITLES = {"draft": "Draft", "pool": "Pool", "estimate": "Estimate", "select": "Select", "verify": "Verify",
                 "commit": "Commit"}
@@ -52,26 +53,30 @@ def expected_rate_curve(record: Round, profile) -> tuple[np.ndarray, np.ndarray]
     return sizes, expected / np.asarray(profile.round_time(policy, sizes), dtype=float)
 
 
+def run_uses_profile(selector: str, config: Mapping) -> bool:
+    """Whether a run of `selector` with these settings (a config dict) sized its trees from a profile."""
+    entry = policy(selector)
+    return bool(entry.size_field) and entry.uses_profile(config.get(entry.size_field, ""))
+
+
 def size_explanation(record: Round, config: Mapping | None) -> str:
     """One line on why the verified tree is smaller than the budget, or "" when it is not."""
-    if record.selector == "ar" or record.verified_nodes >= record.budget:
+    if record.selector == AR.name or record.verified_nodes >= record.budget:
         return ""
     config = config or {}
     pool = len(record.pool_tokens) - 1
     name = display_name(record.selector)
     if pool <= record.verified_nodes:
         return f"The candidate pool held only {_nodes(pool)}, so {name} verified all of them."
-    cost_mode = ((record.selector == "taps" and config.get("taps_mode") == "cost")
-                 or (record.selector == "ddtree" and config.get("ddtree_mode") == "cost"))
-    if cost_mode:
+    if run_uses_profile(record.selector, config):
         return (f"The cost model chose {_nodes(record.verified_nodes)} of a budget of {record.budget}: "
                 "expected tokens per second peaks there.")
-    if record.selector == "taps" and config.get("taps_mode") == "utility":
+    if record.selector == TAPS.name and config.get("taps_mode") == "utility":
         return (f"The utility rule stopped at {_nodes(record.verified_nodes)}: no further node's reach paid for "
                 "its cost.")
-    if record.selector == "dflash":
+    if record.selector == DFLASH.name:
         return f"DFlash verifies one path: {_nodes(record.verified_nodes)}, as deep as the drafter drafted."
-    if record.selector == "oracle":
+    if record.selector == ORACLE.name:
         return f"The oracle verifies only the target's own path inside the lattice: {_nodes(record.verified_nodes)}."
     return f"{name} verified {_nodes(record.verified_nodes)} of a budget of {record.budget}."
 
@@ -85,7 +90,7 @@ def stage_sentence(record: Round, stage: str, config: Mapping | None = None) -> 
     depth = max(record.pool_depths)
     name = display_name(record.selector, capital=True)
     accepted = len(record.accepted)
-    if record.selector == "ar":
+    if record.selector == AR.name:
         return {
             "draft": "Plain autoregressive decoding drafts nothing.",
             "pool": "No candidates: the target alone decides the next token.",
@@ -101,7 +106,7 @@ def stage_sentence(record: Round, stage: str, config: Mapping | None = None) -> 
         return (f"Paths through those tokens make a candidate tree of {_nodes(pool)}, {depth} deep "
                 f"({_ms(record.timings.get('pool', 0.0))}).")
     if stage == "estimate":
-        if record.selector == "taps" and record.estimator != "marginal":
+        if record.selector == TAPS.name and record.estimator != "marginal":
             return (f"The {record.estimator} estimator scores every candidate by its reach: the chance the target "
                     f"accepts its whole path ({took}).")
         return ("Every candidate is scored by its marginal product: the drafter's probabilities multiplied "

@@ -17,13 +17,13 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+from ..config import DecodeConfig
+from ..eval.metrics import summarize
+from ..pair import ModelPair
+from ..record import Round
+from ..session import DecodeSession
 from .app_state import ArBaseline, SavedRun, check_profile, load_run, metrics_csv, run_json
-from .config import DecodeConfig
 from .lesson import round_text
-from .metrics import summarize
-from .pair import ModelPair
-from .record import Round
-from .session import DecodeSession
 from .speed import StepSpeed, step_speed
 
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .config import run_label
-from .record import STAGES, Round
+from ..config import run_label
+from ..policies import AR
+from ..record import STAGES, Round
 
 
 def distinct_share(items: list, n: int = 4) -> float | None:
@@ -117,6 +118,6 @@ def modelled_speedup(rounds: list[Round], profile) -> dict:
         return {"tau": 0.0, "round_s": 0.0, "ar_step_s": 0.0, "tokens_per_s": 0.0, "speedup": float("nan")}
     tau = sum(r.tau for r in rounds) / len(rounds)
     round_s = sum(modelled_round_s(r, profile) for r in rounds) / len(rounds)
-    ar_step = float(profile.round_time("ar", 0))
+    ar_step = float(profile.round_time(AR.run_label(), 0))
     return {"tau": tau, "round_s": round_s, "ar_step_s": ar_step, "tokens_per_s": tau / round_s if round_s else 0.0,
             "speedup": tau * ar_step / round_s if round_s else float("nan")}

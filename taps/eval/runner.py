@@ -11,17 +11,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable
 
-from .config import DecodeConfig, run_label
-from .costs import LatencyProfile
+from ..config import DecodeConfig, run_label
+from ..cost_model import LatencyProfile
+from ..pair import ModelPair
+from ..policies import AR, DDTREE, policy
+from ..record import Round
+from ..session import DecodeSession
 from .metrics import RunSummary, speedup, summarize
-from .pair import ModelPair
-from .record import Round
-from .session import DecodeSession
 
 
 def runnable_selectors(selectors: Iterable[str], temperature: float) -> list[str]:
     """The tree selectors that can run at this temperature (the oracle is greedy only), AR left out."""
-    return [s for s in dict.fromkeys(selectors) if s != "ar" and not (s == "oracle" and temperature > 0)]
+    return [s for s in dict.fromkeys(selectors)
+            if not policy(s).baseline and not (policy(s).greedy_only and temperature > 0)]
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class Job:
 
     @property
     def label(self) -> str:
-        name = run_label(self.selector, self.estimator, None if self.selector == "ar" else self.budget)
+        name = run_label(self.selector, self.estimator, self.budget)
         return f"{name} ({self.mode})" if self.mode else name
 
     def settings(self, config: DecodeConfig) -> DecodeConfig:
@@ -45,7 +47,7 @@ class Job:
         return self.selector, self.estimator, self.budget, self.mode
 
 
-AR_JOB = Job("ar", "none", 1)
+AR_JOB = Job(AR.name, "none", 1)
 
 
 def plan_jobs(selectors: Iterable[str], budgets: Iterable[int], estimators: Iterable[str],
@@ -55,10 +57,10 @@ def plan_jobs(selectors: Iterable[str], budgets: Iterable[int], estimators: Iter
     modes = modes or {}
     jobs = []
     for selector in selectors:
-        if selector == "ar":
+        if policy(selector).baseline:
             continue
         for budget in budgets:
-            for estimator in (estimators if selector == "taps" else ["marginal"]):
+            for estimator in (estimators if policy(selector).uses_estimator else ["marginal"]):
                 for mode in modes.get(selector) or [""]:
                     jobs.append(Job(selector, estimator, budget, mode))
     return jobs
@@ -119,10 +121,10 @@ def warm_up(pair: ModelPair, config: DecodeConfig, jobs: list[Job] | None = None
             profile: LatencyProfile | None = None) -> None:
     """A few rounds of AR and of every job (or of DDTree) on a short prompt, so one-off costs (first
     calls, kernel choices, a GPU's clocks) stay out of the timed runs."""
-    jobs = jobs if jobs is not None else ([Job("ddtree", "marginal", 8)] if pair.drafter is not None else [])
+    jobs = jobs if jobs is not None else ([Job(DDTREE.name, "marginal", 8)] if pair.drafter is not None else [])
     for job in [AR_JOB, *jobs]:
-        settings = config.with_run("ar") if job is AR_JOB else job.settings(config)
-        future = list(range(2, 2 + settings.max_new_tokens + 64)) if job.selector == "oracle" else None
+        settings = config.with_run(AR.name) if job is AR_JOB else job.settings(config)
+        future = list(range(2, 2 + settings.max_new_tokens + 64)) if settings.policy.hindsight else None
         session = DecodeSession(pair, [1, 2, 3, 4, 5, 6, 7, 8], settings, profile=profile, oracle_tokens=future)
         for _ in range(4):
             if session.finished:
@@ -139,9 +141,9 @@ def run_prompt(pair: ModelPair, prompt: dict, jobs: list[Job], config: DecodeCon
     rows: list[RunRow] = []
     ar_rate, ar_tokens = 0.0, None
     for job in [AR_JOB, *jobs]:
-        settings = config.with_run("ar") if job is AR_JOB else job.settings(config)
+        settings = config.with_run(AR.name) if job is AR_JOB else job.settings(config)
         session = DecodeSession(pair, prompt["prompt"], settings, profile=profile,
-                                oracle_tokens=ar_tokens if job.selector == "oracle" else None)
+                                oracle_tokens=ar_tokens if settings.policy.hindsight else None)
         while not session.finished:
             record = session.step()
             if on_round is not None:
@@ -193,8 +195,8 @@ def format_table(summary: list[dict]) -> str:
              f"{'waste%':>7} {'select%':>8} lossless"
     lines = [header, "-" * len(header)]
     for r in summary:
-        budget = "-" if r["selector"] == "ar" else str(r["budget"])
-        estimator = r["estimator"] if r["selector"] == "taps" else "-"
+        budget = "-" if policy(r["selector"]).baseline else str(r["budget"])
+        estimator = r["estimator"] if policy(r["selector"]).uses_estimator else "-"
         mode = r.get("mode") or "-"
         lines.append(f"{r['selector']:<8} {estimator:<9} {budget:>6} {mode:<7} {r['tau']:>6.2f} "
                      f"{r['tokens_per_s']:>8.1f} {r['speedup_vs_ar']:>5.2f}x {100 * r['waste_share']:>6.1f}% "

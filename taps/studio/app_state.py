@@ -18,16 +18,17 @@ from typing import Callable
 
 import pandas as pd
 
-from .config import SELECTORS, DecodeConfig, check_value
-from .metrics import rounds_frame
-from .pair import ModelPair, PairError, load_pair
-from .record import Round, validate_round
-from .runner import Job, plan_jobs, run_prompt, runnable_selectors, warm_up
-from .session import DecodeSession, uses_profile
+from ..config import DecodeConfig, check_value
+from ..eval.metrics import rounds_frame
+from ..eval.runner import Job, plan_jobs, run_prompt, runnable_selectors, warm_up
+from ..pair import ModelPair, PairError, load_pair
+from ..policies import AR, TAPS
+from ..record import Round, validate_round
+from ..session import DecodeSession, uses_profile
 from .speed import MIN_REPEATS, compact_rounds, validate_repeats
 
 RUN_FORMAT = "taps-studio-run"
-RACE_SELECTORS = SELECTORS
+
 
 
 # ---------------------------------------------------------------------------- the model pair
@@ -86,7 +87,7 @@ class ArBaseline:
     run's token count, so the speed-up compares equal work measured in the same process."""
 
     def __init__(self, pair: ModelPair, prompt: str | list[int], config: DecodeConfig):
-        self.session = DecodeSession(pair, prompt, config, selector="ar")
+        self.session = DecodeSession(pair, prompt, config, selector=AR.name)
 
     def catch_up(self, tokens: int) -> None:
         while len(self.session.generated) < tokens and not self.session.finished:
@@ -102,7 +103,7 @@ def profile_needed(config: DecodeConfig) -> str:
     """Why these settings cannot run without this machine's latency profile ("" when they can)."""
     if not uses_profile(config):
         return ""
-    name = "TAPS" if config.selector == "taps" else "DDTree"
+    name = "TAPS" if config.selector == TAPS.name else "DDTree"
     return (f"{name}'s cost mode sizes every tree from this machine's latency profile, and none is saved for "
             "this pair and device yet: measure it once with **Measure latency profile** in the sidebar "
             "(saved for next time), or pick another mode.")
@@ -145,9 +146,9 @@ def race(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[str
     whole race `repeats` times; `on_round(repeat, job, session, round)` after every round for live
     counters. At T>0 the oracle, defined for greedy decoding only, is left out."""
     repeats = validate_repeats(repeats)
-    jobs = [Job(s, config.estimator if s == "taps" else "marginal", config.budget)
+    jobs = [Job(s, config.estimator if s == TAPS.name else "marginal", config.budget)
             for s in runnable_selectors(selectors, config.temperature)]
-    config.with_run("ar").validate(pair)
+    config.with_run(AR.name).validate(pair)
     _checked_jobs(pair, config, jobs, profile)
     return _repeat(pair, prompt, "race", config, jobs, repeats, profile, on_round=on_round)
 

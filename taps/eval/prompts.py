@@ -10,7 +10,8 @@ import functools
 import json
 from pathlib import Path
 
-EXAMPLES_PATH = Path(__file__).resolve().parent.parent / "assets" / "examples" / "prompts.jsonl"
+from ..paths import EXAMPLES_PATH
+
 SUITES = ("humaneval", "examples")
 
 

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .selectors import top_by_reach
-from .tree import path_to
+from ..subtree import path_to, top_by_reach
 
 MAX_DEPTH = 6
 MAX_CANDIDATES = 4

@@ -19,13 +19,14 @@ from typing import Callable
 
 import numpy as np
 
-from .config import DecodeConfig
-from .record import Round
-from .selectors import top_by_reach
+from ..config import DecodeConfig
+from ..policies import DDTREE, ORACLE, REGISTRY, TAPS
+from ..record import Round
+from ..selectors import top_by_reach
 
 SCORES = {"marginal": "pool_path_marginal", "reach": "pool_reach"}
 # what a flagged round is, as the page's filter names it (a case can be several)
-KINDS = {"ddtree": "TAPS below DDTree", "oracle": "TAPS below the oracle", "waste": "mostly waste"}
+KINDS = {DDTREE.name: "TAPS below DDTree", ORACLE.name: "TAPS below the oracle", "waste": "mostly waste"}
 
 
 def target_tokens(record: Round) -> list[int]:
@@ -126,7 +127,7 @@ def visible_text(text: str) -> str:
 
 def display_name(name: str, capital: bool = False) -> str:
     """A selector's name in prose ("DDTree", "the oracle"); `capital` to start a sentence or label."""
-    text = {"taps": "TAPS", "ddtree": "DDTree", "dflash": "DFlash", "oracle": "the oracle", "ar": "AR"}.get(name, name)
+    text = REGISTRY[name].in_prose() if name in REGISTRY else name
     return text[0].upper() + text[1:] if capital else text
 
 
@@ -166,7 +167,7 @@ def _cause(record: Round, me: str) -> str:
     if len(path) < depth:
         return ""
     node = path[depth - 1]
-    score, score_name = ((record.pool_reach, "reach") if record.selector == "taps"
+    score, score_name = ((record.pool_reach, "reach") if record.selector == TAPS.name
                          else (record.pool_path_marginal, "the marginal product"))
     order = np.lexsort((np.arange(len(score)), -np.asarray(score)))
     position = int(np.flatnonzero(order == node)[0])   # the root is position 0
@@ -224,7 +225,7 @@ def probe_round(pair, context: list[int], config: DecodeConfig, selector: str,
                 oracle_tokens: list[int] | None = None, profile=None, index: int = 0) -> Round | None:
     """One round of `selector` from the end of `context` (None when the context is too long),
     numbered `index` (the round of the run it is compared with)."""
-    from .session import DecodeSession
+    from ..session import DecodeSession
 
     block = config.block_size or (pair.drafter.block_size if pair.drafter is not None else 2)
     try:
@@ -235,16 +236,17 @@ def probe_round(pair, context: list[int], config: DecodeConfig, selector: str,
     return replace(session.step(), index=index)
 
 
-def find_failures(pair, prompts: list[dict], config: DecodeConfig, compare: tuple[str, ...] = ("ddtree", "oracle"),
+def find_failures(pair, prompts: list[dict], config: DecodeConfig,
+                  compare: tuple[str, ...] = (DDTREE.name, ORACLE.name),
                   waste_threshold: float = 0.5, min_gap: int = 1,
                   on_progress: Callable[[int, int, str], None] | None = None, profile=None) -> FailureReport:
     """Run TAPS (T=0) on each prompt; flag rounds that accepted at least `min_gap` fewer tokens
     than a compared selector from the same position, or spent at least `waste_threshold` of the
     verified nodes under a rejected prefix. Cases come back worst first."""
-    from .reference import greedy_continuation
-    from .session import DecodeSession
+    from ..reference import greedy_continuation
+    from ..session import DecodeSession
 
-    config = replace(config, selector="taps", temperature=0.0)
+    config = replace(config, selector=TAPS.name, temperature=0.0)
     report = FailureReport(config=config.as_dict(), waste_threshold=waste_threshold)
     block = config.block_size or (pair.drafter.block_size if pair.drafter is not None else 2)
     for n, item in enumerate(prompts):
@@ -259,14 +261,14 @@ def find_failures(pair, prompts: list[dict], config: DecodeConfig, compare: tupl
         report.prompts_run += 1
         prompt_len = len(session.prompt_ids)
         continuation = None
-        if "oracle" in compare:
+        if ORACLE.name in compare:
             continuation = greedy_continuation(pair, session.prompt_ids, len(session.generated) + block)
         for record in session.rounds:
             report.rounds_checked += 1
             context = session.tokens[: record.start + 1]
             others: dict[str, Round | None] = {}
             for name in compare:
-                future = continuation[record.start + 1 - prompt_len:] if name == "oracle" else None
+                future = continuation[record.start + 1 - prompt_len:] if name == ORACLE.name else None
                 others[name] = probe_round(pair, context, config, name, future, profile, record.index)
             kinds = [name for name, other in others.items()
                      if other is not None and len(other.accepted) - len(record.accepted) >= min_gap]

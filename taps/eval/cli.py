@@ -1,0 +1,176 @@
+"""Command line: `python -m taps generate ...` and `python -m taps compare ...` (`taps` once installed).
+
+generate  decode one prompt with one selector and print the text and each round's tau,
+          verified nodes and rejected-prefix waste.
+compare   run AR and every selector x estimator x budget over prompts, side by side in one
+          process, and print one table (tau, tokens/s, speed-up vs AR, waste, selection share).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..config import add_config_flags, config_from_args
+from ..policies import names, policy
+
+
+def _csv(kind):
+    def parse(text: str):
+        return [kind(x.strip()) for x in text.split(",") if x.strip()]
+    return parse
+
+
+def add_pair_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pair", help="pair folder (default: the shipped pair under assets/models)")
+    p.add_argument("--target", help="target model folder or hub id (overrides the pair's)")
+    p.add_argument("--drafter", help="drafter folder or hub id (overrides the pair's)")
+    p.add_argument("--scorer", help="TAPS scorer folder (overrides the pair's)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: float32 on CPU, "
+                                                  "bfloat16 on CUDA)")
+    p.add_argument("--drafter-precision", default="auto", choices=("auto", "same", "int8", "bfloat16"),
+                   help="the drafter's inference precision (the target always runs as loaded): auto (int8 for a "
+                        "float32 pair on the CPU, else same), same as the pair, int8 (dynamic quantization, CPU) "
+                        "or bfloat16")
+
+
+def add_decode_arguments(p: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
+    """Every DecodeConfig setting as a flag (defaults, limits and help from taps.config), and --profile."""
+    add_config_flags(p, exclude=exclude)
+    p.add_argument("--profile", help="latency profile JSON (from `python -m taps.profile`); "
+                                     "without one, the saved profile, measured now when none fits")
+
+
+def decode_config(args, **extra):
+    return config_from_args(args, **extra)
+
+
+def load_from_args(args):
+    from ..pair import load_pair
+
+    return load_pair(args.pair, target=args.target, drafter=args.drafter, scorer=args.scorer,
+                     device=args.device, dtype=args.dtype, drafter_precision=args.drafter_precision)
+
+
+def load_profile(args, pair=None, configs=()):
+    """The --profile file; without one, when any of `configs` sizes trees from a profile, the saved
+    profile of `pair` here, measured now (and said so) when none fits."""
+    if getattr(args, "profile", None):
+        from ..cost_model import LatencyProfile
+
+        return LatencyProfile.load(args.profile)
+    sized = [c.budget for c in configs if c.uses_profile]
+    if pair is None or not sized:
+        return None
+    from .measure import profile_for
+
+    return profile_for(pair, max_nodes=max(sized))
+
+
+def cmd_generate(args) -> int:
+    from ..reference import greedy_continuation
+    from ..session import DecodeSession
+    from .metrics import summarize
+
+    pair = load_from_args(args)
+    config = decode_config(args)
+    oracle = None
+    if config.policy.hindsight:
+        ids = pair.tokenizer.encode(args.prompt, add_special_tokens=False)
+        oracle = greedy_continuation(pair, ids, args.max_new_tokens)
+    profile = load_profile(args, pair, [config])
+    session = DecodeSession(pair, args.prompt, config, profile=profile, oracle_tokens=oracle)
+    print(f"# pair {pair.name} on {pair.device}; selector {config.policy.run_label(args.estimator)}, "
+          f"budget {args.budget}")
+    print(f"{'round':>5} {'tau':>4} {'verified':>8} {'waste':>6} {'ms':>8}  committed")
+    for r in session.run():
+        text = pair.tokenizer.decode(r.committed_tokens)
+        print(f"{r.number:>5} {r.tau:>4} {r.verified_nodes:>8} {r.waste_nodes:>6} {1000 * r.time_s:>8.1f}  {text!r}")
+    s = summarize(session.rounds)
+    print(f"# {s.new_tokens} tokens in {s.rounds} rounds: tau {s.tau:.2f}, {s.tokens_per_s:.1f} tokens/s, "
+          f"waste {100 * s.waste_share:.1f}%, stop: {session.stop_reason}")
+    print(args.prompt + session.text)
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from tqdm import tqdm
+
+    from .prompts import read_prompts
+    from .runner import aggregate, format_table, plan_jobs, run_prompt, warm_up
+
+    if args.prompt_file:
+        prompts = read_prompts(args.prompt_file)
+    elif args.prompt:
+        prompts = [{"id": "prompt", "prompt": args.prompt}]
+    else:
+        raise ValueError("give --prompt or --prompt-file")
+    pair = load_from_args(args)
+    config = decode_config(args)
+    estimators = args.estimators or ["marginal", "online"] + (["learned"] if pair.scorer is not None else [])
+    for name in args.selectors:
+        policy(name)              # a clear message for an unknown name
+    jobs = plan_jobs(args.selectors, args.budgets, estimators)
+    for job in jobs:   # validate every setting before spending time
+        job.settings(config).validate(pair)
+    warm_up(pair, config)
+    profile = load_profile(args, pair, [job.settings(config) for job in jobs])
+    rows = []
+    with tqdm(total=len(prompts) * (len(jobs) + 1), unit="run", leave=False) as bar:
+        for prompt in prompts:
+            def tick(row, prompt=prompt):
+                bar.set_postfix_str(f"{prompt['id']} {row.label}")
+                bar.update()
+            rows += [row.as_dict() for row in run_prompt(pair, prompt, jobs, config, profile=profile, on_result=tick)]
+    summary = aggregate(rows)
+    print(f"# pair {pair.name} on {pair.device}, {len(prompts)} prompt(s), T={args.temperature}, "
+          f"{args.max_new_tokens} new tokens")
+    print(format_table(summary))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(rows, fh, indent=1)
+        print(f"# wrote {len(rows)} rows to {args.out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m taps", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="decode one prompt, round by round")
+    add_pair_arguments(gen)
+    add_decode_arguments(gen)
+    gen.add_argument("--prompt", required=True)
+    gen.set_defaults(func=cmd_generate)
+    cmp = sub.add_parser("compare", help="every selector x budget side by side, AR alongside")
+    add_pair_arguments(cmp)
+    add_decode_arguments(cmp, exclude=("selector", "estimator", "budget"))
+    cmp.add_argument("--prompt")
+    cmp.add_argument("--prompt-file", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line")
+    cmp.add_argument("--selectors", type=_csv(str), default=list(names()))
+    cmp.add_argument("--estimators", type=_csv(str), default=None,
+                     help="for taps (default: marginal,online, plus learned when the pair has a scorer)")
+    cmp.add_argument("--budgets", type=_csv(int), default=[8, 16, 32, 64])
+    cmp.add_argument("--out", help="write per-run rows as JSON")
+    cmp.set_defaults(func=cmd_compare)
+    return parser
+
+
+def run_command(func, args) -> int:
+    """Run a command; a clear one-line error (exit status 2) for bad input instead of a traceback."""
+    try:
+        return func(args)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_command(args.func, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""Measuring a latency profile on this device: the verify curve (interleaved repeats, CUDA events
+on a GPU), one drafter pass, and each policy's per-round costs over a real decode
+(`measure_profile`), saved where sessions read it (`measure_and_save`). `profile_for` is the
+saved profile or, when none fits, one measured now, said aloud: the commands use it, the engine
+never does (it only reads saved profiles, `taps.profiles`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..config import ESTIMATORS, DecodeConfig, run_label
+from ..cost_model import LatencyProfile, default_sizes, monotone_fit
+from ..policies import REGISTRY, Policy, policy
+from ..profiles import profile_key, profile_path, saved_profile
+from ..session import DecodeSession
+
+OVERHEAD_BUDGET = 32            # policies' per-round overheads are measured at this budget
+PROFILE_PROMPT = ('def parse_config(path):\n    """Read a key = value file into a dict."""\n    result = {}\n'
+                  '    with open(path) as fh:\n        for line in fh:\n            line = line.strip()\n')
+
+
+_PROFILES: dict[str, LatencyProfile] = {}
+
+
+def profile_for(pair, max_nodes: int, announce: Callable[[str], None] | None = None) -> LatencyProfile:
+    """The saved profile when it fits this pair, device and tree size; otherwise one measured now
+    (saying so through `announce`, stderr by default) and saved. Never called while a round runs."""
+    path = profile_path(pair)
+    cached = _PROFILES.get(str(path))
+    if cached is not None and max(cached.sizes) >= max_nodes:
+        return cached
+    profile, why = saved_profile(pair, max_nodes)
+    if profile is None:
+        say = announce or (lambda text: print(text, file=sys.stderr))
+        size = max(max_nodes, 64)
+        say(f"measuring a latency profile for {pair.name} on {pair.device} (trees up to {size} nodes): {why}")
+        profile = measure_and_save(pair, max_nodes=size)
+    _PROFILES[str(path)] = profile
+    return profile
+
+
+def forget_profiles() -> None:
+    """Drop the in-process copies (after a re-measure, or in tests)."""
+    _PROFILES.clear()
+
+
+def _clock(device: torch.device) -> Callable[[Callable[[], None]], float]:
+    def timed(fn) -> float:
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            return start.elapsed_time(end) / 1000.0
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+    return timed
+
+
+@torch.inference_mode()
+def measure_verify(pair, sizes: list[int], context_length: int, repeats: int,
+                   progress: Callable[[float, str], None] | None = None) -> tuple[list[float], list[float]]:
+    """Median and relative spread of the tree forward at each size (chain-shaped trees after
+    `context_length` cached tokens), with the sizes interleaved in every repeat so that a burst of
+    load hits all sizes alike."""
+    from transformers import DynamicCache
+
+    from ..tree import DraftTree
+    from ..verify import target_body, trim_cache
+
+    device = torch.device(pair.device)
+    vocab = pair.target.config.vocab_size
+    gen = torch.Generator().manual_seed(0)
+    cache = DynamicCache(config=pair.target.config)
+    if context_length:
+        context = torch.randint(0, vocab, (1, context_length), generator=gen).to(device)
+        target_body(pair.target, cache, context, torch.arange(context_length, device=device).view(1, -1),
+                    None, None)
+    layers = pair.feature_layers
+    head = pair.target.get_output_embeddings()
+    runs = []
+    for m in sizes:
+        tokens = torch.randint(0, vocab, (m + 1,), generator=gen).numpy()
+        tree = DraftTree(tokens=tokens, parents=np.arange(-1, m), depths=np.arange(m + 1),
+                         ranks=np.zeros(m + 1, dtype=np.int64), marginal_logprob=np.zeros(m + 1),
+                         path_logprob=np.zeros(m + 1), reach=np.ones(m + 1))
+        ids, pos, mask = tree.verify_inputs(context_length, context_length, pair.dtype, device)
+
+        def run(ids=ids, pos=pos, mask=mask, m=m):
+            hidden, _ = target_body(pair.target, cache, ids, pos, mask if m else None, layers)
+            head(hidden[: max(m, 1)])           # the logits of a chain's inner nodes (the root's, at least)
+            trim_cache(cache, context_length)   # drop what this forward appended
+
+        run()   # warm-up
+        runs.append(run)
+    timed = _clock(device)
+    samples = [[] for _ in sizes]
+    for r in range(repeats):
+        for i in range(len(sizes)):
+            samples[i].append(timed(runs[i]))
+        if progress:
+            progress((r + 1) / repeats, f"verify: repeat {r + 1} of {repeats}")
+    medians = [float(np.median(s)) for s in samples]
+    spread = [float((np.percentile(s, 75) - np.percentile(s, 25)) / max(np.median(s), 1e-12)) for s in samples]
+    return medians, spread
+
+
+@torch.inference_mode()
+def measure_draft(pair, context_length: int, repeats: int) -> float:
+    """Median seconds of one drafter pass as a round runs it (the fused drafter at the pair's
+    drafter precision: embedding, layers over the block, lm_head), after `context_length` positions."""
+    if pair.drafter is None:
+        return 0.0
+    from ..fast_drafter import DraftContext, fast_drafter
+
+    gen = torch.Generator().manual_seed(1)
+    feats = torch.randn(context_length, len(pair.feature_layers) * pair.target.config.hidden_size,
+                        generator=gen).to(device=pair.device, dtype=pair.dtype)
+    context = DraftContext(fast_drafter(pair), pair.mask_token_id)
+    context.add(feats)
+
+    def draft():
+        context.logits(context.draft(0, pair.drafter.block_size - 1, pair.embed))
+
+    draft()   # warm-up (projects the context once)
+    timed = _clock(torch.device(pair.device))
+    return float(np.median([timed(draft) for _ in range(repeats)]))
+
+
+def policies(pair) -> list[tuple[str, str]]:
+    """(selector, estimator) of every policy this pair can run."""
+    out = []
+    for entry in REGISTRY.values():
+        if entry.hindsight or (entry.needs_drafter and pair.drafter is None):
+            continue
+        estimators = ESTIMATORS if entry.uses_estimator else ("marginal",)
+        out += [(entry.name, e) for e in estimators if e != "learned" or pair.scorer is not None]
+    return out
+
+
+def _unprofiled_mode(entry: Policy) -> str:
+    """A size choice of this policy that needs no profile (TAPS: reach; DDTree: budget), or ""."""
+    return next((m for m in entry.size_modes if not entry.uses_profile(m)), "")
+
+
+def measure_overheads(pair, rounds: int = 24, progress: Callable[[float, str], None] | None = None
+                      ) -> tuple[dict[str, float], float]:
+    """Per policy, the median per-round seconds of everything but verify, over a real greedy decode
+    of a fixed code prompt (budget OVERHEAD_BUDGET; TAPS by reach, so no profile is needed to
+    measure one); and the median AR round."""
+    out: dict[str, float] = {}
+    ar_step = 0.0
+    todo = policies(pair)
+    for n, (selector, estimator) in enumerate(todo):
+        config = DecodeConfig(estimator=estimator, budget=OVERHEAD_BUDGET, max_new_tokens=4 * rounds,
+                              stop_at_eos=False).with_run(selector, mode=_unprofiled_mode(policy(selector)))
+        session = DecodeSession(pair, PROFILE_PROMPT, config)
+        times = []
+        while not session.finished and len(times) < rounds + 2:
+            record = session.step()
+            times.append((record.time_s - record.timings.get("verify", 0.0), record.time_s))
+        kept = times[2:] or times                   # the first rounds pay one-off costs
+        if policy(selector).baseline:
+            ar_step = float(np.median([total for _, total in kept]))
+        else:
+            out[run_label(selector, estimator)] = float(np.median([rest for rest, _ in kept]))
+        if progress:
+            progress((n + 1) / len(todo), f"round costs: {run_label(selector, estimator)}")
+    return out, ar_step
+
+
+def measure_profile(pair, max_nodes: int = 64, context_length: int = 128, repeats: int = 9,
+                    sizes: list[int] | None = None, overheads: bool = True,
+                    progress: Callable[[float, str], None] | None = None) -> LatencyProfile:
+    """Measure a whole profile (a few seconds on a laptop CPU for trees up to 64 nodes)."""
+    sizes = sizes or default_sizes(max_nodes)
+
+    def part(lo: float, hi: float):
+        return (lambda share, text: progress(lo + (hi - lo) * share, text)) if progress else None
+
+    medians, spread = measure_verify(pair, sizes, context_length, repeats, part(0.0, 0.6))
+    draft_s = measure_draft(pair, context_length, repeats)
+    overhead, ar_step = measure_overheads(pair, progress=part(0.6, 1.0)) if overheads else ({}, 0.0)
+    return LatencyProfile(sizes=list(sizes), verify_s=monotone_fit(medians), draft_s=draft_s,
+                          device=str(pair.device), pair=pair.name, context_length=context_length,
+                          overhead_s=overhead, ar_step_s=ar_step, raw_verify_s=medians, spread=spread,
+                          key=profile_key(pair), measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                          repeats=repeats)
+
+
+def measure_and_save(pair, max_nodes: int = 64, progress: Callable[[float, str], None] | None = None,
+                     **options) -> LatencyProfile:
+    """Measure this pair's profile here and save it where sessions look for it."""
+    profile = measure_profile(pair, max_nodes=max_nodes, progress=progress, **options)
+    profile.save(profile_path(pair))
+    _PROFILES[str(profile_path(pair))] = profile
+    return profile
+
+

@@ -1,0 +1,17 @@
+"""Where the project's shipped files are: the one place that knows the repository's layout.
+
+`assets/` (the shipped pair, reference latency profiles, example prompts) sits beside the `taps`
+package in a checkout or an editable install (`pip install -e .`). A non-editable install has no
+`assets/`: set TAPS_ASSETS to a checkout's `assets` folder, or pass a pair folder explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ASSETS = Path(os.environ.get("TAPS_ASSETS", ROOT / "assets"))
+MODELS_DIR = ASSETS / "models"
+PROFILES_DIR = ASSETS / "profiles"
+EXAMPLES_PATH = ASSETS / "examples" / "prompts.jsonl"

@@ -1,0 +1,74 @@
+"""Where latency profiles are saved and which one a session may use: one file per pair contents,
+device, precision and thread count (`profile_key`), under $TAPS_CACHE (default ~/.cache/taps).
+A profile that does not match, or cannot be read, is never used. The engine only reads saved
+profiles (`required_profile`); measuring one is `taps.eval.measure` (`python -m taps.profile`,
+the app's sidebar, or the CLI and bench when none is saved).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from . import kernels
+from .cost_model import PROFILE_FORMAT, LatencyProfile
+from .linear import kernel_name
+
+
+def profile_key(pair) -> dict:
+    """Everything that changes a profile: the format, the pair's contents, device, precision and
+    thread count, the drafter's inference precision, whether the selection work runs compiled
+    (numba) or in numpy (the per-round overheads differ), and which GEMM the target's linear layers
+    run (`taps.linear`)."""
+    device = torch.device(pair.device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return {"format": PROFILE_FORMAT, "pair": pair.name, "fingerprint": getattr(pair, "fingerprint", ""),
+            "device": device.type, "device_name": name, "dtype": str(pair.dtype).replace("torch.", ""),
+            "drafter_precision": getattr(pair, "drafter_precision", "same"),
+            "threads": torch.get_num_threads() if device.type == "cpu" else 0,
+            "selection": "numba" if kernels.available else "numpy",
+            "target_gemm": kernel_name(pair.target) if isinstance(pair.target, torch.nn.Module) else "default"}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TAPS_CACHE", Path.home() / ".cache" / "taps"))
+
+
+
+def profile_path(pair) -> Path:
+    """Where a pair's profile for this device, precision and thread count is saved ($TAPS_CACHE,
+    default ~/.cache/taps)."""
+    key = profile_key(pair)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in pair.name)
+    tag = f"{key['device']}-{key['dtype']}-{key['drafter_precision']}-t{key['threads']}-{key['fingerprint'][:10]}"
+    return cache_root() / "profiles" / f"{safe}-{tag}.json"
+
+
+def saved_profile(pair, max_nodes: int = 0) -> tuple[LatencyProfile | None, str]:
+    """The saved profile of this pair here, never measured: (profile, "") or (None, why not)."""
+    path = profile_path(pair)
+    if not path.exists():
+        return None, f"no latency profile saved for {pair.name} on this device ({path.name})"
+    try:
+        profile = LatencyProfile.load(path)
+    except (ValueError, OSError, TypeError) as exc:
+        return None, f"the saved latency profile {path} cannot be read ({exc})"
+    expected = profile_key(pair)
+    if profile.key != expected:
+        differ = sorted(k for k in expected if profile.key.get(k) != expected[k])
+        return None, f"the saved latency profile {path.name} was measured for another setting ({', '.join(differ)})"
+    if max(profile.sizes) < max_nodes:
+        return None, f"the saved latency profile covers trees up to {max(profile.sizes)} nodes, not {max_nodes}"
+    return profile, ""
+
+
+def required_profile(pair, max_nodes: int) -> LatencyProfile:
+    """The saved profile of this pair here; a ValueError saying how to measure one when none fits.
+    (Sessions that size trees from a profile and were given none read it here.)"""
+    profile, why = saved_profile(pair, max_nodes)
+    if profile is None:
+        raise ValueError(f"{why}: measure one with `python -m taps.profile --max-nodes {max(max_nodes, 64)}` "
+                         f"(or the app's sidebar), or pass a profile")
+    return profile

@@ -3,7 +3,8 @@
 #
 #   bash scripts/bench_depth.sh          # on an otherwise idle machine: pause training first
 #
-# The candidate pair (PAIR, default: assets/wip's unlooped target, drafter and scorer) is grown to
+# The candidate pair (PAIR, default: taps-code-6m, the unlooped 6-layer target, its drafter and scorer,
+# restored from git history: they were committed under assets/wip/ until f419de9) is grown to
 # each of DEPTHS layers by scripts/grow_pair.py: the same function, so the same tokens and tau,
 # and a dearer target forward. Each pair, and the earlier shipped pair taps-stdlib-6m as the
 # reference (OLD_PAIR, default: restored from git history, where it last was at b774d10), then runs the
@@ -21,9 +22,10 @@ base=${PAIR:-}
 if [ -z "$base" ]; then
     base=$WORK/d6
     mkdir -p "$base"
-    cp -r assets/wip/taps-code-6m-target-unloop "$base/target"
-    cp -r assets/wip/taps-code-6m-drafter "$base/drafter"
-    cp -r assets/wip/taps-code-6m-scorer "$base/scorer"
+    for part in target-unloop:target drafter:drafter scorer:scorer; do   # git history (f419de9)
+        mkdir -p "$base/${part#*:}"
+        git archive f419de9 "assets/wip/taps-code-6m-${part%:*}" | tar -x -C "$base/${part#*:}" --strip-components=3
+    done
     echo '{"name": "taps-code-6m", "target": "target", "drafter": "drafter", "scorer": "scorer"}' > "$base/pair.json"
 fi
 old=${OLD_PAIR:-}

@@ -5,7 +5,7 @@ every equal budget; the new pair's best DDTree and TAPS speed-ups at least the o
     python scripts/compare_pairs.py OLD_FOLDER NEW_FOLDER [--names old,new]
     python scripts/compare_pairs.py --rule OLD1 NEW1 OLD2 NEW2 [...] [--names old,new]
 
-`--rule` applies the shipping rule of issue 10 (assets/wip/README.md) to several timed runs per
+`--rule` applies the shipping rule of issue 10 (docs/pair-selection.md) to several timed runs per
 pair, given as OLD NEW folder pairs: for DDTree and each TAPS estimator, the new / old ratio of
 best speed-ups over AR in each run, and their mean (of the unrounded ratios), which must be at
 least 1.00. DFlash is shown but not judged.

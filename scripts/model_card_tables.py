@@ -1,6 +1,6 @@
 """The model card's training tables, read from a pair folder's training logs.
 
-    python scripts/model_card_tables.py assets/models/taps-code-6m
+    python scripts/model_card_tables.py assets/models/taps-code-10m
 
 Prints (Markdown): the target's run (steps, tokens, time, validation loss in nats/token and bits
 per byte) and its unloop stage if it had one, the drafter's per-position top-1 agreement with the target on held-out regenerated

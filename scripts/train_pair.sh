@@ -52,7 +52,7 @@ if [[ "${1:-}" == "target-bg" ]]; then
     exit 0
 fi
 
-# ---- the 6-layer pair (kept as assets/wip/taps-code-6m-*) ----
+# ---- the 6-layer pair (its parts are in git history at f419de9: assets/wip/taps-code-6m-*) ----
 "$PYTHON" -m taps.train tokenizer --corpus stdlib+libs --out "$RUN6" --stats
 "$PYTHON" -m taps.train target "${TARGET_ARGS[@]}"
 # The target's greedy text loops ("the number of numbers in the number of ..."): 300 steps of
@@ -63,7 +63,7 @@ fi
 # Its drafter learns from the unlooped target's own greedy text: 16,384 regenerated sequences from
 # corpus prompts (~16 min), their target features cached on disk (6.4 GB). Four draft layers
 # started from the target's layers 2-5 (`--init-layers`): at the same training they agree with the
-# target far more than two layers from a random start (assets/wip/README.md). 95 minutes, then
+# target far more than two layers from a random start (docs/training-history.md). 95 minutes, then
 # resumed with the schedule extended to 183 and to 298 minutes (the last at a lower peak).
 DRAFTER6=(--out "$RUN6" --corpus stdlib+libs --num-layers 4 --block-size 16 --target-layers 1,3,5 --anchors 24
     --schedule time --regen-sequences 16384 --feature-cache-gb 8 --init-layers 2,3,4,5)
@@ -120,7 +120,7 @@ seed_run "$RUN32" "$RUN64"
 # anchors in the first 128 generated tokens, as the app and the bench decode; greedy labels
 # (T=0 acceptance: soft labels fell below the marginal product on held-out tau). 8,000 traces,
 # 400 held-out, 6,000 steps: ~13 min of traces, ~2 min of training (3,000 traces roughly halved
-# the scorer's held-out gain over the marginal product; assets/wip/README.md).
+# the scorer's held-out gain over the marginal product; docs/training-history.md).
 "$PYTHON" -m taps.train scorer  --out "$RUN64" --minutes 10 --schedule time --label greedy --max-steps 6000 \
     --train-traces 8000 --val-traces 400
 "$PYTHON" -m taps.train package --out "$RUN64" --name taps-code-10m

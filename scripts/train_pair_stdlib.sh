@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The recipe that produced the earlier shipped pair, taps-stdlib-6m (the default until 2026-12-03,
-# when taps-code-10m from scripts/train_pair.sh replaced it; `git archive b774d10
-# assets/models/taps-stdlib-6m | tar -x` restores its files), stage by stage.
+# when taps-code-10m from scripts/train_pair.sh replaced it), stage by stage. Its files are in git
+# history: `git archive b774d10 assets/models/taps-stdlib-6m | tar -x` restores them.
 # Each stage shows progress, checkpoints, and resumes when run again after an interruption.
 # On 2 CPU cores: tokenizer ~5 s, target ~55 min, drafter ~35 min, scorer ~20 min.
 # Since the pair shipped, the target stage counts only its training steps against --minutes

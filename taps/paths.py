@@ -15,3 +15,8 @@ ASSETS = Path(os.environ.get("TAPS_ASSETS", ROOT / "assets"))
 MODELS_DIR = ASSETS / "models"
 PROFILES_DIR = ASSETS / "profiles"
 EXAMPLES_PATH = ASSETS / "examples" / "prompts.jsonl"
+
+
+def cache_root() -> Path:
+    """Where measured latency profiles and cached training data are kept ($TAPS_CACHE, default ~/.cache/taps)."""
+    return Path(os.environ.get("TAPS_CACHE", Path.home() / ".cache/taps"))

@@ -7,14 +7,13 @@ the app's sidebar, or the CLI and bench when none is saved).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
-from . import kernels
 from .cost_model import PROFILE_FORMAT, LatencyProfile
 from .linear import kernel_name
+from .paths import cache_root
 
 
 def profile_key(pair) -> dict:
@@ -28,13 +27,8 @@ def profile_key(pair) -> dict:
             "device": device.type, "device_name": name, "dtype": str(pair.dtype).replace("torch.", ""),
             "drafter_precision": getattr(pair, "drafter_precision", "same"),
             "threads": torch.get_num_threads() if device.type == "cpu" else 0,
-            "selection": "numba" if kernels.available else "numpy",
+            "selection": "numba",
             "target_gemm": kernel_name(pair.target) if isinstance(pair.target, torch.nn.Module) else "default"}
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("TAPS_CACHE", Path.home() / ".cache" / "taps"))
-
 
 
 def profile_path(pair) -> Path:

@@ -58,7 +58,7 @@ def test_shipped_pair_greedy_is_lossless(shipped):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("budget", [1, 2, 8, 32, 64])
+@pytest.mark.parametrize("budget", [1, 8, 64])
 def test_shipped_pair_lossless_every_selector(shipped, budget):
     prompts = [json.loads(line)["prompt"] for line in EXAMPLES.read_text().splitlines() if line.strip()]
     for prompt in prompts:

@@ -1,0 +1,155 @@
+"""The layout's rules, read from the source (AST, imports inside functions included):
+
+- no import cycle among `taps` modules;
+- the engine (flat `taps/`) imports neither the app's logic (`taps.studio`) nor evaluation
+  (`taps.eval`) nor training (`taps.train`); only the entry points (`python -m taps`, `taps.bench`,
+  `taps.profile`) reach into `taps.eval`;
+- nothing under `taps/` imports streamlit;
+- no string literal equal to a registered policy name outside the registry (`taps/policies.py`):
+  code asks the policy instead of comparing names;
+- no function in `taps/` longer than 80 lines;
+- the model-free Learn toy imports no torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from taps.policies import names
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "taps"
+ENTRY_POINTS = {"taps.__main__", "taps.bench", "taps.profile"}
+APART = ("taps.studio", "taps.eval", "taps.train")
+MAX_FUNCTION_LINES = 80
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+TREES = {name: ast.parse(path.read_text(), filename=str(path)) for name, path in MODULES.items()}
+
+
+def imported(name: str, tree: ast.AST) -> set[str]:
+    """Every module `name` imports, anywhere in its body (absolute names; `from pkg import mod` is `pkg.mod`)."""
+    package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                found.add(submodule if submodule in MODULES else source)
+    return found
+
+
+GRAPH = {name: {m for m in imported(name, tree) if m in MODULES and m != name} for name, tree in TREES.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_among_taps_modules():
+    assert cycles(GRAPH) == []
+
+
+def test_the_engine_imports_neither_studio_nor_eval_nor_train():
+    engine = [m for m in MODULES if not m.startswith(APART) and m not in ENTRY_POINTS]
+    assert "taps.session" in engine and "taps.selectors" in engine
+    wrong = {m: sorted(d for d in GRAPH[m] if d.startswith(APART)) for m in engine}
+    assert {m: d for m, d in wrong.items() if d} == {}
+
+
+def test_nothing_under_taps_imports_streamlit():
+    users = [m for m, tree in TREES.items() if any(i.split(".")[0] == "streamlit" for i in imported(m, tree))]
+    assert users == []
+
+
+def literal_policy_names(source: str, where: str) -> list[str]:
+    policy_names = set(names())
+    return [f"{where}:{node.lineno} {node.value!r}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in policy_names]
+
+
+def test_no_policy_name_literal_outside_the_registry():
+    sources = [p for p in [*PACKAGE.rglob("*.py"), ROOT / "app.py", *(ROOT / "app_pages").glob("*.py")]
+               if p != PACKAGE / "policies.py"]
+    found = [hit for p in sources for hit in literal_policy_names(p.read_text(), str(p.relative_to(ROOT)))]
+    assert found == []
+
+
+def test_the_check_finds_a_literal_policy_name():
+    """The rule above can fail: a comparison by name is found, a sentence naming it is not."""
+    code = '"""Compare with ddtree."""\ndef f(cfg):\n    return cfg.selector == "ddtree"\n'
+    assert literal_policy_names(code, "bad.py") == ["bad.py:3 'ddtree'"]
+
+
+def test_no_function_in_taps_is_longer_than_80_lines():
+    long = [f"{MODULES[m].relative_to(ROOT)}::{node.name} {node.end_lineno - node.lineno + 1} lines"
+            for m, tree in TREES.items() for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long == []
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_learn_toy_imports_no_torch():
+    code = ("import sys; import taps.studio.toy, taps.policies, taps.subtree, taps.cost_model; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_project_table_pins_what_requirements_txt_pins():
+    """`pip install -r requirements.txt` (the README's set-up) and `pip install -e .[app,test]` install the same."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = [*project["dependencies"], *(d for extra in project["optional-dependencies"].values() for d in extra)]
+    pinned = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    assert sorted(declared) == sorted(p for p in pinned if p)
+    assert project["scripts"]["taps"] == "taps.__main__:main"

@@ -51,7 +51,7 @@ def quality(folder: Path) -> dict:
 
 
 def by_repetition(folder: Path, threshold: float, split_by: Path | None = None) -> str:
-    from taps.bench import summarise
+    from taps.eval.bench import summarise
 
     rows = [json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines() if line.strip()]
     ids = {r["prompt_id"] for r in ar_rows(folder)}

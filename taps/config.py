@@ -9,10 +9,10 @@ gets the same message wherever it was typed.
 from __future__ import annotations
 
 import argparse
-import math
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any
 
+from .flags import add_flags, check_range, range_text, spec
 from .policies import DDTREE, TAPS, names, policy
 
 ESTIMATORS = ("marginal", "online", "learned")
@@ -31,8 +31,8 @@ def run_label(selector: str, estimator: str = "", budget: int | None = None) -> 
 
 
 def _spec(default, help: str, lo=None, hi=None, choices=None, flag: bool = True) -> Any:
-    """A dataclass field with its limits and help text kept beside it."""
-    return field(default=default, metadata={"help": help, "min": lo, "max": hi, "choices": choices, "flag": flag})
+    """A dataclass field with its limits and help text kept beside it (`taps.flags.spec`)."""
+    return spec(default, help, lo, hi, choices, flag)
 
 
 @dataclass
@@ -147,30 +147,16 @@ def check_value(name: str, value) -> None:
     if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))
                           and not type(value).__name__.startswith("float")):
         raise ValueError(f"{name} must be a number, got {value!r}")
-    lo, hi = spec["min"], spec["max"]
-    number = float(value)
-    if math.isnan(number) or (lo is not None and number < lo) or (hi is not None and number > hi):
-        raise ValueError(f"{name} must be {_range(lo, hi)}, got {value!r}")
+    check_range(name, value, spec["min"], spec["max"])
 
 
-def _range(lo, hi) -> str:
-    if lo is not None and hi is not None:
-        return f"from {lo} to {hi}"
-    return f"at least {lo}" if lo is not None else f"at most {hi}"
+_range = range_text    # the allowed range in words (`taps.flags.range_text`)
 
 
 def add_config_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
     """One `--name` flag per decode setting (defaults, limits and help from DecodeConfig), plus
     `--ignore-eos`. `exclude` leaves out settings a command takes another way."""
-    for f in fields(DecodeConfig):
-        if f.name in exclude or not f.metadata["flag"]:
-            continue
-        spec = field_spec(f.name)
-        kind = type(spec["default"]) if spec["default"] is not None else int
-        limits = _range(spec["min"], spec["max"]) if spec["min"] is not None or spec["max"] is not None else ""
-        help_text = spec["help"] + (f" ({limits})" if limits else "") + f"; default {spec['default']}"
-        parser.add_argument("--" + f.name.replace("_", "-"), type=kind if spec["choices"] is None else str,
-                            choices=spec["choices"], default=spec["default"], help=help_text)
+    add_flags(parser, DecodeConfig, skip=exclude)
     parser.add_argument("--ignore-eos", action="store_true",
                         help="generate exactly --max-new-tokens (do not stop at end-of-text), as fixed-length "
                              "benchmarks do")

@@ -136,15 +136,17 @@ def test_bits_per_byte_denominator(run_dir: Path) -> None:
 
 
 def test_sigterm_pauses_and_resumes(run_dir: Path, tmp_path: Path) -> None:
-    """SIGTERM checkpoints at the next step and exits 75; the same command resumes there."""
+    """SIGTERM checkpoints at the next step and exits 75; the same command resumes there. The
+    signal is sent once the progress bar shows a step done."""
+    import re
     import signal
 
     shutil.copytree(run_dir / "tokenizer", tmp_path / "tokenizer")
     cmd = [sys.executable, "-m", "taps.train", "target", "--quick", "--out", str(tmp_path), "--max-steps", "100000",
            "--log-every", "1", "--eval-every", "100000"]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in proc.stdout:
-        if line.startswith("step"):
+    for line in proc.stdout:                           # tqdm's carriage returns end lines here too
+        if re.search(r"target: .*\| [1-9][0-9]*/100000 steps", line):
             proc.send_signal(signal.SIGTERM)
             break
     out = proc.stdout.read()
@@ -220,16 +222,21 @@ def test_step_clock_counts_steps_not_pauses() -> None:
 
 
 def test_progress_rate_counts_training_time(capsys) -> None:
-    """Given a stage's training time, the status line's rate is per second of it: a run that was
-    paused (wall time passing, training time not) shows its real rate, not a collapsed one."""
+    """Given a stage's training time, the progress bar's rate is per second of it: a run that was
+    paused (wall time passing, training time not) shows its real rate, not a collapsed one; the
+    ETA is bounded by the time budget."""
     from taps.train.common import Progress
 
     progress = Progress(1000, "drafter", budget_s=3600)
     progress.update(100, elapsed=60.0)
     progress.t0 -= 1200                                   # twenty minutes of wall time, paused
     progress.update(160, elapsed=90.0, extra="loss 2.0")
+    progress.close()
     line = capsys.readouterr().out
-    assert "160/1000 steps | 2.00 step/s | 1.5 min" in line
+    assert "160/1000 steps, 2.00 step/s | 1.5 min | eta 7.0 min | loss 2.0" in line
+    progress = Progress(1000, "drafter", budget_s=200)
+    progress.update(100, elapsed=60.0)
+    assert progress.postfix(160, 90.0) == "2.00 step/s | 1.5 min | eta 1.8 min"
 
 
 # ------------------------------------------------------------------------------ unloop (unlikelihood)

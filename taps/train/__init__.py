@@ -12,12 +12,6 @@ Stages, run in order with ``python -m taps.train <stage> --out runs/pair``:
 5. ``package``   - copy a run into ``assets/models/<name>`` (``package.py``).
 
 The corpus and the train/validation/held-out splits live in ``data.py``.
-Every stage module exposes ``add_arguments(parser)`` and ``main(args)``.
+Every stage module exposes ``add_arguments(parser)`` and ``main(args)``; the command line
+(``__main__.py``) sets the OpenMP wait policy before torch is imported.
 """
-
-import os
-
-# Threads that sleep at OpenMP barriers instead of spinning: on a small shared machine this keeps
-# training several times faster while another process is busy. It must be set before torch is
-# first imported, which is why the `taps` package imports its names lazily.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

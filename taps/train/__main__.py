@@ -1,11 +1,22 @@
 """Command line for the training stages: ``python -m taps.train {tokenizer,target,unloop,drafter,scorer,package}``.
 
 Each stage is a module ``taps.train.<stage>`` exposing ``add_arguments(parser)`` and
-``main(args)``. A stage's module is imported only to build its subcommand, and a stage whose
-module is missing (or fails to import) is listed as unavailable instead of breaking the others.
+``main(args)``. A stage that refuses to go on (a `TrainError`, `ValueError` or `FileNotFoundError`:
+an option out of range, a missing input, a clash with an earlier run's files) prints one line,
+``error: <message>``, and exits with status 2; one paused by SIGTERM or Ctrl-C exits with 75.
+A stage's module is imported only to build its subcommand, and a stage whose module is missing
+(or fails to import) is listed as unavailable instead of breaking the others.
 """
 
 from __future__ import annotations
+
+import os
+
+# Threads that sleep at OpenMP barriers instead of spinning: on a small shared machine this keeps
+# training several times faster while another process is busy. It takes effect only if set before
+# torch is first imported, so it comes before any stage module is (the `taps` package imports its
+# names lazily, and `taps.train` imports nothing).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
 import importlib
@@ -48,7 +59,16 @@ def main(argv: list[str] | None = None) -> None:
         except ImportError as exc:
             sys.exit(f"stage {chosen!r} is not available: {exc}")
     args = build_parser(chosen).parse_args(argv)
-    _load(args.stage).main(args)
+    stage = _load(args.stage)
+    from taps.train.common import PAUSED_EXIT, Paused, TrainError
+
+    try:
+        stage.main(args)
+    except Paused:
+        sys.exit(PAUSED_EXIT)           # the stage said where it paused and how to resume
+    except (TrainError, ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -1,66 +1,61 @@
-"""Pieces shared by the training stages: schedule, optimizer groups, checkpoints, progress."""
+"""Pieces shared by the training stages: errors, flags, schedule, optimizer groups, checkpoints
+(with their lock and SIGTERM pause), progress."""
 
 from __future__ import annotations
 
 import argparse
 import math
 import os
+import signal
 import sys
 import time
-from dataclasses import fields
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, NoReturn
 
 import numpy as np
 import torch
+from tqdm import tqdm
+
+from taps.flags import add_flags, apply_flags, check_limits
 
 CHOICES = {"schedule": ("steps", "time"), "label": ("prob", "greedy")}
+PAUSED_EXIT = 75  # EX_TEMPFAIL: paused by a signal; run the same command again to resume
+
+
+class TrainError(RuntimeError):
+    """A training stage cannot go on (a clash with earlier runs' files, a failed quick check); the
+    message says why and what to do. The command line prints it as one line and exits with status 2."""
+
+
+class Paused(Exception):
+    """A run stopped by SIGTERM or SIGINT after saving its checkpoint; running the same command
+    again resumes it. The command line exits with `PAUSED_EXIT`."""
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, *configs, choices: dict | None = None,
                          skip: tuple[str, ...] = ()) -> None:
-    """One `--field-name` option per dataclass field (except `skip`); None (unset) keeps the
-    config's default."""
-    choices = {**CHOICES, **(choices or {})}
+    """One `--field-name` option per dataclass field (except `skip`; `taps.flags.add_flags`); an
+    option not given parses as None, which keeps the config's default (`apply_arguments`)."""
     for cls in configs:
-        for f in fields(cls):
-            if f.name in skip:
-                continue
-            flag = "--" + f.name.replace("_", "-")
-            if f.name in choices:
-                parser.add_argument(flag, choices=choices[f.name], default=None, help=f"default {f.default}")
-            else:
-                kind = int if f.name == "max_files" else type(f.default)
-                parser.add_argument(flag, type=kind, default=None, help=f"default {f.default}")
+        add_flags(parser, cls, skip=skip, unset=True, choices={**CHOICES, **(choices or {})})
 
 
 def apply_arguments(args: argparse.Namespace, *configs) -> None:
-    """Copy the options the user set onto the config objects."""
+    """Copy the options the user set onto the config objects, then refuse, with a ValueError naming
+    the option and its range, any field outside the limits its `taps.flags.spec` gives."""
+    apply_flags(args, *configs)
     for cfg in configs:
-        for f in fields(cfg):
-            value = getattr(args, f.name, None)
-            if value is not None:
-                setattr(cfg, f.name, value)
-
-
-def check_ranges(cfg, bounds: dict[str, tuple[float | None, float | None]]) -> None:
-    """Refuse a config whose fields fall outside `bounds` (name -> (lowest, highest), None for no
-    limit), naming the option and its allowed range, before any work starts."""
-    for name, (low, high) in bounds.items():
-        value = getattr(cfg, name)
-        if (low is not None and value < low) or (high is not None and value > high):
-            allowed = (f"between {low:g} and {high:g}" if low is not None and high is not None
-                       else f"at least {low:g}" if low is not None else f"at most {high:g}")
-            raise SystemExit(f"--{name.replace('_', '-')} {value:g}: must be {allowed}")
+        check_limits(cfg)
 
 
 def check_loss_dropped(losses: list[float], stage: str, n: int = 5) -> None:
     """The --quick smoke test: the mean of the last n losses must be below that of the first n."""
     if len(losses) < 2 * n:
-        raise SystemExit(f"quick check failed: only {len(losses)} {stage} steps ran")
+        raise TrainError(f"quick check failed: only {len(losses)} {stage} steps ran")
     first, last = float(np.mean(losses[:n])), float(np.mean(losses[-n:]))
     if not last < first:
-        raise SystemExit(f"quick check failed: {stage} loss did not go down ({first:.4f} -> {last:.4f})")
+        raise TrainError(f"quick check failed: {stage} loss did not go down ({first:.4f} -> {last:.4f})")
     print(f"quick check ok: {stage} loss {first:.4f} -> {last:.4f}")
 
 
@@ -137,7 +132,7 @@ def acquire_lock(lock: Path) -> None:
             except ProcessLookupError:
                 pass  # stale lock from a finished or killed run
             else:
-                raise SystemExit(f"another run (pid {pid}) is training into {lock.parent}; "
+                raise TrainError(f"another run (pid {pid}) is training into {lock.parent}; "
                                  f"stop it first or delete {lock}")
     lock.write_text(str(os.getpid()))
 
@@ -148,12 +143,20 @@ def release_lock(lock: Path) -> None:
 
 
 class Checkpointer:
-    """Atomic torch checkpoints every few minutes; `load` returns None when there is none."""
+    """Atomic torch checkpoints every few minutes; `load` returns None when there is none.
+
+    `guard()` (a context manager) keeps a run to itself: it holds a lock file beside the
+    checkpoint, so that a second run into the same folder is refused, and turns SIGTERM and SIGINT
+    (Ctrl-C) into a request (`stop_requested`) that the run answers at its next step boundary with
+    `pause`: a checkpoint, a message and `Paused`. Running the same command again resumes there."""
 
     def __init__(self, path: Path, every_minutes: float):
         self.path = Path(path)
+        self.lock = self.path.with_name("LOCK")
         self.every_s = every_minutes * 60
         self.last = time.time()
+        self.signal: int | None = None        # the signal received; the handler only records it (no I/O)
+        self._handlers: dict[int, Any] = {}
 
     def load(self) -> dict[str, Any] | None:
         return load_checkpoint(self.path)
@@ -162,9 +165,48 @@ class Checkpointer:
         save_checkpoint(self.path, state)
         self.last = time.time()
 
-    def maybe_save(self, snapshot: Callable[[], dict[str, Any]]) -> None:
-        if time.time() - self.last >= self.every_s:
-            self.save(snapshot())
+    def maybe_save(self, snapshot: Callable[[], dict[str, Any]]) -> bool:
+        """Save `snapshot()` if the last save is older than the interval (and no pause is asked for:
+        the pause saves); returns whether it saved."""
+        if self.stop_requested or time.time() - self.last < self.every_s:
+            return False
+        self.save(snapshot())
+        return True
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.signal is not None
+
+    def _on_signal(self, signum, frame) -> None:
+        self.signal = signum
+
+    def restore_signals(self) -> None:
+        """Give SIGTERM and SIGINT back their handlers from before `guard`."""
+        for s, handler in self._handlers.items():
+            signal.signal(s, handler)
+        self._handlers = {}
+
+    @contextmanager
+    def guard(self) -> Iterator["Checkpointer"]:
+        """Hold the lock and catch SIGTERM and SIGINT inside the block; give both back after it. A
+        crash leaves no lock (a killed process leaves a stale one, which the next run ignores)."""
+        acquire_lock(self.lock)
+        self._handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield self
+        finally:
+            self.restore_signals()
+            release_lock(self.lock)
+
+    def pause(self, state: dict[str, Any], where: str) -> NoReturn:
+        """Save `state`, let go of the lock and the signals, say so, and raise `Paused`."""
+        self.restore_signals()
+        self.save(state)
+        release_lock(self.lock)
+        message = (f"{signal.Signals(self.signal).name}: paused at {where}; checkpoint saved to {self.path}; "
+                   f"run the same command again to resume")
+        print("\n" + message, flush=True)
+        raise Paused(message)
 
 
 class StepClock:
@@ -199,26 +241,37 @@ class StepClock:
 
 
 class Progress:
-    """One status line: done/total, rate, elapsed, ETA (bounded by a time budget if given). With
-    `elapsed` (a stage's training time), the rate is per second of it, so a paused run's rate does
-    not drop."""
+    """A tqdm bar of done/total; its postfix holds the rate, the minutes so far, the ETA (bounded by a
+    time budget if given) and the stage's own figures. With `elapsed` (a stage's training time), the
+    rate is per second of it, so a paused run's rate does not drop. The first `update` only notes
+    where this session starts."""
 
-    def __init__(self, total: int, label: str, unit: str = "step", budget_s: float | None = None):
+    def __init__(self, total: int, label: str, unit: str = "step", budget_s: float | None = None, file=None):
         self.total, self.label, self.unit, self.budget_s = total, label, unit, budget_s
+        self.file = file if file is not None else sys.stdout
         self.t0 = time.time()
         self.start_done: int | None = None
         self.start_elapsed: float | None = None
-        self.last_print = 0.0
+        self.bar: tqdm | None = None
 
     def update(self, done: int, elapsed: float | None = None, extra: str = "") -> None:
         if self.start_done is None:
             self.start_done, self.t0, self.start_elapsed = done, time.time(), elapsed
+            self.bar = tqdm(total=self.total, initial=done, desc=self.label, unit=self.unit, file=self.file,
+                            mininterval=1.0, dynamic_ncols=True,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar:20}| {n_fmt}/{total_fmt} " + self.unit
+                            + "s{postfix}")
             return
-        now = time.time()
-        if now - self.last_print < 1.0 and done < self.total:
+        if self.bar is None:                 # closed
             return
-        self.last_print = now
-        wall = now - self.t0
+        self.bar.set_postfix_str(self.postfix(done, elapsed, extra), refresh=False)
+        self.bar.update(done - self.bar.n)
+        if done >= self.total:
+            self.close()
+
+    def postfix(self, done: int, elapsed: float | None, extra: str = "") -> str:
+        """`rate unit/s | minutes | eta minutes | extra`."""
+        wall = time.time() - self.t0
         if elapsed is not None and self.start_elapsed is not None:
             wall = elapsed - self.start_elapsed
         rate = (done - self.start_done) / wall if wall > 0 else 0.0
@@ -226,8 +279,15 @@ class Progress:
         if self.budget_s is not None and elapsed is not None:
             eta = min(eta, max(self.budget_s - elapsed, 0.0))
         shown = elapsed if elapsed is not None else wall
-        sys.stdout.write(f"\r{self.label}: {done}/{self.total} {self.unit}s | {rate:.2f} {self.unit}/s | "
-                         f"{shown / 60:.1f} min | eta {eta / 60:.1f} min | {extra}   ")
-        sys.stdout.flush()
-        if done >= self.total:
-            sys.stdout.write("\n")
+        return f"{rate:.2f} {self.unit}/s | {shown / 60:.1f} min | eta {eta / 60:.1f} min" + (
+            f" | {extra}" if extra else "")
+
+    def write(self, line: str) -> None:
+        """Print a line above the bar."""
+        tqdm.write(line, file=self.file)
+        self.file.flush()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

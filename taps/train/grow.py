@@ -81,7 +81,7 @@ def load_init(model: torch.nn.Module, folder: Path) -> dict:
 
     config_path, weights = folder / "config.json", folder / "model.safetensors"
     if not config_path.is_file() or not weights.is_file():
-        raise SystemExit(f"--init-from {folder}: no trained target there (config.json and model.safetensors)")
+        raise FileNotFoundError(f"--init-from {folder}: no trained target there (config.json and model.safetensors)")
     config = json.loads(config_path.read_text())
     ours = model.config
     wrong = [f"{k} {config.get(k)} (the run has {getattr(ours, k)})" for k in SAME_CONFIG
@@ -90,14 +90,14 @@ def load_init(model: torch.nn.Module, folder: Path) -> dict:
     if n_from > n_to:
         wrong.append(f"num_hidden_layers {n_from} (the run has {n_to}: a model can grow, not shrink)")
     if wrong:
-        raise SystemExit(f"--init-from {folder}: another shape: " + "; ".join(wrong))
+        raise ValueError(f"--init-from {folder}: another shape: " + "; ".join(wrong))
     state = grow_state(load_file(str(weights)), n_from, n_to)
     if ours.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if not (ours.tie_word_embeddings and k == "lm_head.weight")]
     if missing or unexpected:
-        raise SystemExit(f"--init-from {folder}: weights do not fit the model "
+        raise ValueError(f"--init-from {folder}: weights do not fit the model "
                          f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
     if ours.tie_word_embeddings:
         model.tie_weights()

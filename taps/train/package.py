@@ -32,7 +32,7 @@ def package(run: Path, dest: Path, name: str) -> Path:
         if not src.is_dir():
             if part == "scorer":
                 continue
-            raise SystemExit(f"{src} is missing: run the {part} stage first")
+            raise FileNotFoundError(f"{src} is missing: run the {part} stage first")
         (dest / part).mkdir(exist_ok=True)
         for f in files:
             if (src / f).exists():

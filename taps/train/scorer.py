@@ -30,43 +30,42 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
+from transformers import DynamicCache
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import torch  # noqa: E402
-from transformers import DynamicCache  # noqa: E402
-
-from taps.drafter import context_features  # noqa: E402
-from taps.estimate import normalise_siblings, reach_from_edges  # noqa: E402
-from taps.fast_drafter import DraftContext, fast_drafter  # noqa: E402
-from taps.pool import Lattice, candidate_pool, top_paths  # noqa: E402
-from taps.scorer import ScorerConfig, ScorerTables, TapsScorer, pool_features, scorer_loss  # noqa: E402
-from taps.train.common import (  # noqa: E402
+from taps.drafter import context_features
+from taps.estimate import normalise_siblings, reach_from_edges
+from taps.fast_drafter import DraftContext, fast_drafter
+from taps.flags import spec
+from taps.pool import Lattice, candidate_pool, top_paths
+from taps.scorer import ScorerConfig, ScorerTables, TapsScorer, pool_features, scorer_loss
+from taps.train.common import (
     Checkpointer,
     Progress,
     StepClock,
     add_config_arguments,
     apply_arguments,
     check_loss_dropped,
-    check_ranges,
     cosine_lr,
     trim_heap,
 )
-from taps.tree import DraftTree  # noqa: E402
-from taps.verify import target_body, target_forward, trim_cache  # noqa: E402
+from taps.tree import DraftTree
+from taps.verify import target_body, target_forward, trim_cache
 
 BUDGETS = (8, 16, 32, 64)      # the budgets the scorer trains for and is judged at (the bench's)
 
 
+# The options this stage's sampling and pools read carry their limits (taps.flags.spec): a value
+# outside them is refused before any work starts.
 @dataclass
 class ScorerTrainConfig:
-    train_traces: int = 1500
-    val_traces: int = 200
-    anchors_per_sequence: int = 6
-    anchor_span: int = 128         # anchors within this many tokens after the prompt, as the app and
-                                   # the bench decode (0: anywhere in the sequence)
+    train_traces: int = spec(1500, "pools verified for training", 1)
+    val_traces: int = spec(200, "held-out pools", 1)
+    anchors_per_sequence: int = spec(6, "pools drafted per regenerated sequence", 1)
+    anchor_span: int = spec(128, "anchors within this many tokens after the prompt, as the app and the bench "
+                                 "decode (0: anywhere in the sequence)", 0)
     pool: str = "paths"            # paths: TAPS's run-time pools; candidate: the authors' beam pool
-    pool_factor: int = 4           # paths: run-time pools of pool_factor x budget nodes (DecodeConfig's)
+    pool_factor: int = spec(4, "paths: run-time pools of pool_factor x budget nodes (DecodeConfig's)", 1)
     top_k: int = 64
     beam_width: int = 48
     pool_cap: int = 768
@@ -81,10 +80,6 @@ class ScorerTrainConfig:
     log_every: int = 25
     ckpt_minutes: float = 3.0
 
-
-# the options this stage's sampling and pools read, refused outside these before any work starts
-BOUNDS = {"anchor_span": (0, None), "pool_factor": (1, None), "anchors_per_sequence": (1, None),
-          "train_traces": (1, None), "val_traces": (1, None)}
 
 QUICK_TRAIN = dict(train_traces=24, val_traces=8, anchors_per_sequence=4, top_k=8, beam_width=6, pool_cap=40,
                    pool_factor=1,
@@ -190,6 +185,7 @@ def collect_traces(pair, seqs: np.ndarray, prompt_len: int, count: int, tc: Scor
             progress.update(len(traces))
             if len(traces) >= count:
                 break
+    progress.close()
     return traces
 
 
@@ -276,50 +272,122 @@ def calibration(traces: list[Trace], scorer: TapsScorer | None, embed, pool_fact
             "tau_by_budget": tau}
 
 
-def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_path: str | None,
-          resume: bool, quick: bool) -> dict:
-    torch.set_num_threads(1 if quick else len(os.sched_getaffinity(0)))
-    pair = load_pair_parts(out, target_path, drafter_path)
-    # the scorer trains on the CPU (it is small), whatever device the target collects traces on
-    embed = torch.nn.Embedding.from_pretrained(pair.target.get_input_embeddings().weight.detach().float().cpu())
-    data_dir = out / "drafter_data"
-    if not (data_dir / "train.npy").exists():
-        raise SystemExit(f"no regenerated sequences in {data_dir}: run the drafter stage first")
-    log_path = out / "drafter" / "training_log.json"
-    prompt_len = json.loads(log_path.read_text())["train_config"]["prompt_len"] if log_path.exists() else 64
-    rng = np.random.default_rng(tc.seed)
+def trace_file_name(tc: ScorerTrainConfig) -> str:
+    """The saved traces' file name: the pool's kind and shape, and the anchor span."""
     shape = (f"paths-{max(pool_sizes(tc))}-{tc.top_k}" if tc.pool == "paths"
              else f"{tc.top_k}-{tc.beam_width}-{tc.pool_cap}")
     shape += f"-span{tc.anchor_span}" if tc.anchor_span > 0 else ""
-    trace_file = out / "scorer_data" / f"traces-{shape}.pt"
-    fingerprint = weights_fingerprint(pair.target, pair.drafter)
-    t0 = time.time()
+    return f"traces-{shape}.pt"
+
+
+def saved_traces(trace_file: Path, fingerprint: str, tc: ScorerTrainConfig) -> dict | None:
+    """The traces saved in `trace_file`, if collected with these weights and as many as asked for."""
     saved = torch.load(trace_file, weights_only=False) if trace_file.exists() else None
     if saved is not None and saved.get("fingerprint") != fingerprint:
         print(f"{trace_file} was collected with other target or drafter weights: collecting again")
-        saved = None
+        return None
     if saved is not None and (len(saved["train"]) < tc.train_traces or len(saved["val"]) < tc.val_traces):
         print(f"{trace_file} holds fewer traces than asked for: collecting again")
-        saved = None
+        return None
+    return saved
+
+
+def load_or_collect_traces(out: Path, pair, tc: ScorerTrainConfig, rng: np.random.Generator,
+                           fingerprint: str) -> tuple[list[Trace], list[Trace]]:
+    """Train and held-out traces: read back from OUT/scorer_data when they fit, else collected on
+    the drafter stage's regenerated sequences and saved there."""
+    data_dir = out / "drafter_data"
+    if not (data_dir / "train.npy").exists():
+        raise FileNotFoundError(f"no regenerated sequences in {data_dir}: run the drafter stage first")
+    log_path = out / "drafter" / "training_log.json"
+    prompt_len = json.loads(log_path.read_text())["train_config"]["prompt_len"] if log_path.exists() else 64
+    trace_file = out / "scorer_data" / trace_file_name(tc)
+    saved = saved_traces(trace_file, fingerprint, tc)
     if saved is not None:
         train_traces, val_traces = saved["train"][:tc.train_traces], saved["val"][:tc.val_traces]
         print(f"loaded {len(train_traces)} + {len(val_traces)} traces from {trace_file}")
-    else:
-        train_traces = collect_traces(pair, np.load(data_dir / "train.npy"), prompt_len, tc.train_traces, tc, rng,
-                                      "train")
-        val_traces = collect_traces(pair, np.load(data_dir / "val.npy"), prompt_len, tc.val_traces, tc, rng, "val")
-        trace_file.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"train": train_traces, "val": val_traces, "fingerprint": fingerprint}, trace_file)
-    trace_s = time.time() - t0
-    # one training example per trace and run-time pool size: the features that pool gives, its labels
+        return train_traces, val_traces
+    train_traces = collect_traces(pair, np.load(data_dir / "train.npy"), prompt_len, tc.train_traces, tc, rng,
+                                  "train")
+    val_traces = collect_traces(pair, np.load(data_dir / "val.npy"), prompt_len, tc.val_traces, tc, rng, "val")
+    trace_file.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"train": train_traces, "val": val_traces, "fingerprint": fingerprint}, trace_file)
+    return train_traces, val_traces
+
+
+def training_examples(traces: list[Trace], tc: ScorerTrainConfig) -> list[tuple]:
+    """One training example per trace and run-time pool size: the features that pool gives, the
+    drafter's hidden states, its labels."""
     examples = []
-    for t in train_traces:
+    for t in traces:
         for nodes in pool_sizes(tc):
             pool, prob, greedy = t.sub_pool(nodes)
             examples.append((pool_features(pool, t.lattice), t.lattice.hidden,
                              torch.as_tensor(prob if tc.label == "prob" else greedy, dtype=torch.float32)))
             if pool is t.pool:
                 break
+    return examples
+
+
+def resume_or_start(ckpt: Checkpointer, resume: bool, scorer, optimizer, rng: np.random.Generator,
+                    fingerprint: str) -> tuple[int, float, list]:
+    """(step, training time, history): the checkpoint's, when resuming one trained on these pools."""
+    state = ckpt.load() if resume else None
+    if state is not None and state.get("traces") != fingerprint:
+        # a checkpoint of a scorer trained on another drafter's (or target's) pools: resuming it
+        # would skip training (its step count may be spent) and ship a scorer of other pools
+        print(f"{ckpt.path} was trained on pools of other target or drafter weights: training afresh")
+        state = None
+    if state is None:
+        return 0, 0.0, []
+    scorer.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    rng.bit_generator.state = state["numpy_rng"]
+    print(f"resumed from {ckpt.path} at step {state['step']}")
+    return state["step"], state["elapsed"], state["history"]
+
+
+def train_step(scorer, optimizer, embed, examples: list[tuple], rng: np.random.Generator, step: int,
+               elapsed: float, tc: ScorerTrainConfig) -> float:
+    """One optimizer step on `batch_pools` random examples; returns its loss."""
+    for group in optimizer.param_groups:
+        group["lr"] = cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, 0.1,
+                                elapsed / (tc.minutes * 60) if tc.schedule == "time" else 0.0)
+    batch = rng.integers(0, len(examples), size=tc.batch_pools)
+    loss = 0.0
+    for i in batch:
+        feats, hidden, label = examples[i]
+        edge_logq, other_logq = scorer(feats, hidden, embed)
+        pool_loss, _ = scorer_loss(edge_logq, other_logq, feats, label)
+        loss = loss + pool_loss / len(batch)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(scorer.parameters(), 1.0)
+    optimizer.step()
+    return loss.item()
+
+
+def print_calibration(step: int, elapsed: float, learned: dict, marginal: dict) -> None:
+    print(f"done: {step} steps, {elapsed / 60:.1f} min. Held-out calibration (predicted reach vs observed "
+          f"greedy acceptance): ECE learned {learned['ece']:.4f}, marginal {marginal['ece']:.4f}")
+    for row in learned["table"]:
+        print(f"  reach {row['bin']}: {row['nodes']:6d} nodes, predicted {row['predicted']:.3f}, "
+              f"observed {row['observed']:.3f}")
+    print("  " + tau_line(learned, marginal))
+
+
+def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_path: str | None,
+          resume: bool, quick: bool) -> dict:
+    torch.set_num_threads(1 if quick else len(os.sched_getaffinity(0)))
+    pair = load_pair_parts(out, target_path, drafter_path)
+    # the scorer trains on the CPU (it is small), whatever device the target collects traces on
+    embed = torch.nn.Embedding.from_pretrained(pair.target.get_input_embeddings().weight.detach().float().cpu())
+    rng = np.random.default_rng(tc.seed)
+    fingerprint = weights_fingerprint(pair.target, pair.drafter)
+    t0 = time.time()
+    train_traces, val_traces = load_or_collect_traces(out, pair, tc, rng, fingerprint)
+    trace_s = time.time() - t0
+    examples = training_examples(train_traces, tc)
 
     torch.manual_seed(tc.seed)
     scorer = TapsScorer(ScorerConfig(model_dim=pair.target.config.hidden_size,
@@ -329,19 +397,7 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
           f"({sum(t.pool.size for t in train_traces):,} edges), {len(val_traces)} held-out pools")
     optimizer = torch.optim.AdamW(scorer.parameters(), lr=tc.lr, weight_decay=0.01)
     ckpt = Checkpointer(out / "scorer_ckpt" / "ckpt.pt", tc.ckpt_minutes)
-    state = ckpt.load() if resume else None
-    if state is not None and state.get("traces") != fingerprint:
-        # a checkpoint of a scorer trained on another drafter's (or target's) pools: resuming it
-        # would skip training (its step count may be spent) and ship a scorer of other pools
-        print(f"{ckpt.path} was trained on pools of other target or drafter weights: training afresh")
-        state = None
-    step, elapsed, history = 0, 0.0, []
-    if state is not None:
-        scorer.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        rng.bit_generator.state = state["numpy_rng"]
-        step, elapsed, history = state["step"], state["elapsed"], state["history"]
-        print(f"resumed from {ckpt.path} at step {step}")
+    step, elapsed, history = resume_or_start(ckpt, resume, scorer, optimizer, rng, fingerprint)
 
     def snapshot():
         return {"model": scorer.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
@@ -354,37 +410,19 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
     losses = []
     while step < tc.max_steps and elapsed < tc.minutes * 60:
         clock.start()
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, tc.lr, tc.warmup_steps, tc.max_steps, 0.1,
-                                    elapsed / (tc.minutes * 60) if tc.schedule == "time" else 0.0)
-        batch = rng.integers(0, len(examples), size=tc.batch_pools)
-        loss = 0.0
-        for i in batch:
-            feats, hidden, label = examples[i]
-            edge_logq, other_logq = scorer(feats, hidden, embed)
-            pool_loss, _ = scorer_loss(edge_logq, other_logq, feats, label)
-            loss = loss + pool_loss / len(batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(scorer.parameters(), 1.0)
-        optimizer.step()
+        losses.append(train_step(scorer, optimizer, embed, examples, rng, step, elapsed, tc))
         step += 1
-        losses.append(loss.item())
         elapsed = clock.stop()
         if step % tc.log_every == 0:
             history.append({"step": step, "loss": float(np.mean(losses[-tc.log_every:]))})
             progress.update(step, elapsed=elapsed, extra=f"loss {history[-1]['loss']:.4f}")
         ckpt.maybe_save(snapshot)
+    progress.close()
     ckpt.save(snapshot())
     scorer.eval()
     learned = calibration(val_traces, scorer, embed, tc.pool_factor)
     marginal = calibration(val_traces, None, embed, tc.pool_factor)
-    print(f"\ndone: {step} steps, {elapsed / 60:.1f} min. Held-out calibration (predicted reach vs observed "
-          f"greedy acceptance): ECE learned {learned['ece']:.4f}, marginal {marginal['ece']:.4f}")
-    for row in learned["table"]:
-        print(f"  reach {row['bin']}: {row['nodes']:6d} nodes, predicted {row['predicted']:.3f}, "
-              f"observed {row['observed']:.3f}")
-    print("  " + tau_line(learned, marginal))
+    print_calibration(step, elapsed, learned, marginal)
     scorer.save_pretrained(out / "scorer")
     log = {"train_config": asdict(tc), "parameters": n_params, "steps": step, "wall_time_s": round(elapsed, 1),
            "paused_s": round(clock.paused_s, 1), "trace_s": round(trace_s, 1), "train_pools": len(train_traces),
@@ -409,5 +447,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> None:
     tc = ScorerTrainConfig(**(QUICK_TRAIN if args.quick else {}))
     apply_arguments(args, tc)
-    check_ranges(tc, BOUNDS)
     train(Path(args.out), tc, args.target, args.drafter, args.resume, args.quick)

@@ -24,8 +24,11 @@ with ``save_pretrained`` to ``OUT/target/``, together with the tokenizer and ``t
     python -m taps.train target --out runs/pair --minutes 55 --schedule time --max-steps 1400
     python -m taps.train target --out runs/pair2 --corpus stdlib+libs --num-hidden-layers 8 ...
     python -m taps.train target --out /tmp/q --quick     # seconds; fails unless the loss drops
-    python -m taps.train target --out runs/pair5 --num-hidden-layers 12 --init-from assets/wip/taps-code-6m-target ...
+    python -m taps.train target --out runs/pair5 --num-hidden-layers 12 --init-from TRAINED_TARGET ...
                                                          # a deeper target grown from a trained one
+
+``--init-from`` takes a trained target folder (the earlier pairs' targets were restored from git
+history; docs/training-history.md says how).
 """
 
 from __future__ import annotations
@@ -34,33 +37,25 @@ import argparse
 import json
 import math
 import os
-import signal
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-# Threads that sleep instead of spinning at OpenMP barriers: on a small shared CPU machine this
-# keeps training ~2.5x faster while another process is busy, at little cost when idle. Only takes
-# effect if torch is not imported yet (the command-line path).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import torch  # noqa: E402
+import torch
 import torch.nn.functional as F
 
 from taps.train import data
 from taps.train.common import (
+    Checkpointer,
+    Progress,
     StepClock,
-    acquire_lock,
+    TrainError,
     add_config_arguments,
     apply_arguments,
     check_loss_dropped,
     cosine_lr,
-    load_checkpoint,
-    release_lock,
-    save_checkpoint,
     weighted_split,
 )
 from taps.train.grow import load_init
@@ -93,7 +88,7 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float = 1.0
-    max_steps: int = 700  # ~25 min on 2 idle CPU cores, ~55 min shared with one other job
+    max_steps: int = 700  # the schedule's length in steps (and its end, with --schedule steps)
     minutes: float = 60.0  # wall-clock budget for training, summed over resumes
     schedule: str = "steps"  # "steps": cosine over max_steps (deterministic); "time": whichever
     #                          of steps or the time budget runs out first drives the decay
@@ -167,7 +162,7 @@ def stdlib_prefix(meta_path: Path, tc: TrainConfig) -> int:
     if set(sources) <= {"stdlib"}:
         return 0
     if next(iter(sources)) != "stdlib":
-        raise SystemExit("stdlib_weight needs the stdlib files at the head of the train stream")
+        raise TrainError("stdlib_weight needs the stdlib files at the head of the train stream")
     std = sources["stdlib"]
     print(f"sampling stdlib tokens with weight {tc.stdlib_weight} ({std['tokens'] + std['files']:,} stdlib tokens)")
     return std["tokens"] + std["files"]
@@ -240,30 +235,27 @@ def evaluate(model: torch.nn.Module, stream: np.ndarray, eot_id: int, token_byte
 # ------------------------------------------------------------------------------------------------
 # training
 
-PAUSED_EXIT = 75  # EX_TEMPFAIL: paused by a signal; run the same command again to resume
+@dataclass
+class TargetData:
+    """The token streams a run trains and validates on, and what bits per byte divide by."""
+    train_stream: np.ndarray
+    val_stream: np.ndarray
+    stdlib_tokens: int         # the stdlib head of the train stream (0: no weighting)
+    eot_id: int
+    token_bytes: np.ndarray    # UTF-8 bytes per token id
+    val_bytes: int             # UTF-8 bytes of the validation split's text
 
 
-def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resume: bool = True,
-          quick: bool = False) -> dict[str, Any]:
-    from transformers import AutoTokenizer
-
-    # all cores, but one thread for the tiny quick model (its ops are too small to split)
-    torch.set_num_threads(tc.threads or (1 if quick else len(os.sched_getaffinity(0))))
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    mc.vocab_size = len(tokenizer)
-    max_pos = mc.max_position_embeddings
-    if tc.seq_len > max_pos:
-        raise ValueError(f"seq_len {tc.seq_len} exceeds max_position_embeddings {max_pos}")
-
-    # data: cached token streams; validation over the whole split
+def load_data(out: Path, tokenizer, tc: TrainConfig) -> TargetData:
+    """The cached token streams of the corpus' splits, checked and described in one line."""
     train_stream = data.token_stream(tokenizer, "train", out / "data", tc.corpus, tc.max_files)
     val_stream = data.token_stream(tokenizer, "val", out / "data", tc.corpus, tc.max_files)
     if len(val_stream) <= tc.seq_len + 1 or len(train_stream) <= tc.seq_len + 1:
         raise ValueError("corpus too small for seq_len")
     stdlib_tokens = stdlib_prefix(out / "data" / "train.json", tc)
-    if stdlib_tokens and train_stream[stdlib_tokens - 1] != tokenizer.convert_tokens_to_ids(data.EOT_TOKEN):
-        raise SystemExit("the stdlib head of the train stream does not end at a file boundary")
     eot_id = tokenizer.convert_tokens_to_ids(data.EOT_TOKEN)
+    if stdlib_tokens and train_stream[stdlib_tokens - 1] != eot_id:
+        raise TrainError("the stdlib head of the train stream does not end at a file boundary")
     token_bytes = token_byte_lengths(tokenizer)
     val_bytes = data.split_bytes("val", tc.corpus, tc.max_files)
     if int(token_bytes[val_stream].sum()) != val_bytes:
@@ -274,8 +266,231 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
     print(f"data: {tc.corpus}: train {len(train_stream):,} tokens, val {len(val_stream):,} tokens "
           f"= {val_bytes:,} bytes ({val_bytes / len(val_stream):.3f} bytes/token); "
           f"evaluating {shown} val windows of {tc.seq_len}")
+    return TargetData(train_stream, val_stream, stdlib_tokens, eot_id, token_bytes, val_bytes)
 
-    # model, optimizer, RNGs
+
+@dataclass
+class TargetRun:
+    """What the training loop moves along and a checkpoint keeps (with the model, the optimizer
+    and the random generators' states)."""
+    step: int = 0
+    tokens_seen: int = 0
+    elapsed: float = 0.0                                   # training time, summed over resumes
+    history: list[dict[str, float]] = field(default_factory=list)
+    evals: list[dict[str, float]] = field(default_factory=list)
+    step_losses: list[float] = field(default_factory=list)
+    resumes: list[int] = field(default_factory=list)      # the steps a run resumed at
+    init: dict[str, Any] | None = None                     # what --init-from did (load_init)
+
+
+def checkpoint_state(model, optimizer, rng: np.random.Generator, run: TargetRun, mc: ModelConfig,
+                     tc: TrainConfig) -> dict[str, Any]:
+    return {
+        "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+        "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state,
+        "step": run.step, "tokens_seen": run.tokens_seen, "elapsed": run.elapsed,
+        "history": run.history, "evals": run.evals, "step_losses": run.step_losses, "resumes": run.resumes,
+        "model_config": asdict(mc), "train_config": asdict(tc), "init": run.init,
+    }
+
+
+def resume_or_start(ckpt: Checkpointer, resume: bool, model, optimizer, rng: np.random.Generator,
+                    mc: ModelConfig, tc: TrainConfig) -> TargetRun:
+    """Restore the checkpoint (when resuming and there is one, made with the same model and data
+    settings), else start from `--init-from`'s trained target if given, else from scratch."""
+    saved = ckpt.load() if resume else None
+    if saved is None:
+        if not tc.init_from:
+            return TargetRun()
+        init = load_init(model, Path(tc.init_from))
+        print(f"started from {init['from']}: {init['layers_from']} trained layers, grown to {init['layers_to']} "
+              f"(new layers after {init['inserted_after']}; trained layer -> index {init['layer_map']})")
+        return TargetRun(init=init)
+    if saved["model_config"] != asdict(mc):
+        raise TrainError(f"checkpoint {ckpt.path} has a different model config; use --no-resume")
+    for key in ("seq_len", "batch_size", "seed", "corpus"):
+        if saved["train_config"].get(key, "stdlib") != getattr(tc, key):
+            raise TrainError(f"checkpoint {ckpt.path} has {key}={saved['train_config'].get(key)}; "
+                             f"use --no-resume or the same value")
+    model.load_state_dict(saved["model"])
+    optimizer.load_state_dict(saved["optimizer"])
+    torch.set_rng_state(saved["torch_rng"])
+    rng.bit_generator.state = saved["numpy_rng"]
+    run = TargetRun(saved["step"], saved["tokens_seen"], saved["elapsed"], saved["history"], saved["evals"],
+                    saved["step_losses"], saved["resumes"] + [saved["step"]], saved.get("init"))
+    print(f"resumed from {ckpt.path} at step {run.step} ({run.elapsed / 60:.1f} min trained)")
+    return run
+
+
+def train_step(model, optimizer, rng: np.random.Generator, run: TargetRun, td: TargetData, tc: TrainConfig) -> float:
+    """One optimizer step on a batch of random train windows, at the schedule's learning rate;
+    returns that learning rate and appends the loss to `run.step_losses`."""
+    lr = lr_at(run.step, tc, run.elapsed)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    x, y = windows(td.train_stream, sample_starts(rng, len(td.train_stream), td.stdlib_tokens, tc), tc.seq_len)
+    loss = loss_on(model, x, y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+    optimizer.step()
+    run.step_losses.append(loss.item())
+    return lr
+
+
+def timed_eval(model, td: TargetData, tc: TrainConfig, step: int, ckpt: Checkpointer) -> dict[str, float] | None:
+    """`evaluate` with the step and its duration; None when a pause is asked for on the way."""
+    t0 = time.time()
+    result = evaluate(model, td.val_stream, td.eot_id, td.token_bytes, tc, stop=lambda: ckpt.stop_requested)
+    if result is not None:
+        result = {"step": step, **result, "eval_s": round(time.time() - t0, 1)}
+    return result
+
+
+class LogWindow:
+    """The steps since the last log line: their training time, tokens and losses, and when the
+    run's wall-clock end is likely (the session's evaluations and checkpoints included, its
+    pauses left out)."""
+
+    def __init__(self, elapsed: float):
+        self.t_session, self.elapsed_session = time.time(), elapsed
+        self.train_s, self.tokens, self.losses = 0.0, 0, []
+
+    def add(self, took: float, tokens: int, loss: float) -> None:
+        self.train_s += took
+        self.tokens += tokens
+        self.losses.append(loss)
+
+    def entry(self, step: int, lr: float, run: TargetRun, clock: StepClock, tc: TrainConfig) -> tuple[dict, str]:
+        """The history entry of these steps and the progress bar's postfix; starts a new window."""
+        tok_s = self.tokens / max(self.train_s, 1e-9)
+        steps_left_s = (tc.max_steps - step) * tc.batch_size * tc.seq_len / max(tok_s, 1e-9)
+        eta = min(steps_left_s, max(0.0, tc.minutes * 60 - run.elapsed))
+        # wall clock per second of training in this session (evaluations, checkpoints), less
+        # its pauses (SIGSTOP while a benchmark runs), which would otherwise push the end out
+        overhead = (time.time() - self.t_session - clock.paused_s) / max(run.elapsed - self.elapsed_session, 1e-9)
+        ends = time.strftime("%H:%M", time.localtime(time.time() + eta * overhead))
+        mean_loss = sum(self.losses) / len(self.losses)
+        self.train_s, self.tokens, self.losses = 0.0, 0, []
+        entry = {"step": step, "loss": mean_loss, "lr": lr, "tok_s": tok_s, "train_min": round(run.elapsed / 60, 2)}
+        return entry, f"loss {mean_loss:.4f} | lr {lr:.2e} | {tok_s:.0f} tok/s | ends ~{ends}"
+
+
+def eval_line(result: dict[str, float]) -> str:
+    return (f"eval  step {result['step']:5d} | val loss {result['val_loss']:.4f} nats/token | "
+            f"{result['val_bpb']:.4f} bits/byte | {result['eval_s']:.0f} s")
+
+
+def train_loop(model, optimizer, rng: np.random.Generator, run: TargetRun, td: TargetData, ckpt: Checkpointer,
+               state, tc: TrainConfig) -> tuple[str, StepClock]:
+    """Steps until `max_steps` or the time budget (returns which, and the step clock), evaluating
+    every `eval_every` steps and checkpointing every few minutes; pauses (`Checkpointer.pause`) at
+    the step boundary after SIGTERM or SIGINT."""
+    budget = tc.minutes * 60
+    tokens_per_step = tc.batch_size * tc.seq_len
+    clock = StepClock(run.elapsed)     # training steps only; a pause (SIGSTOP) does not eat the schedule
+    window = LogWindow(run.elapsed)
+    progress = Progress(tc.max_steps, "target", budget_s=budget)
+    progress.update(run.step, elapsed=run.elapsed)
+    while run.step < tc.max_steps:
+        if run.elapsed >= budget:
+            progress.close()
+            return "minutes", clock
+        if ckpt.stop_requested:
+            progress.close()
+            ckpt.pause(state(), f"step {run.step} ({run.elapsed / 60:.1f} min trained)")
+        clock.start()
+        lr = train_step(model, optimizer, rng, run, td, tc)
+        run.step += 1
+        run.tokens_seen += tokens_per_step
+        run.elapsed = clock.stop()
+        window.add(clock.last, tokens_per_step, run.step_losses[-1])
+        if run.step % tc.log_every == 0 or run.step == tc.max_steps:
+            entry, postfix = window.entry(run.step, lr, run, clock, tc)
+            run.history.append(entry)
+            progress.update(run.step, elapsed=run.elapsed, extra=postfix)
+        if run.step % tc.eval_every == 0 and run.step < tc.max_steps and run.elapsed < budget:
+            result = timed_eval(model, td, tc, run.step, ckpt)
+            if result is not None:
+                run.evals.append(result)
+                progress.write(eval_line(result))
+        if ckpt.maybe_save(state):
+            progress.write(f"checkpoint step {run.step} -> {ckpt.path}")
+    progress.close()
+    return "max_steps", clock
+
+
+def evaluate_start(model, run: TargetRun, td: TargetData, tc: TrainConfig, ckpt: Checkpointer) -> None:
+    """A model grown from a trained one, before any step: the trained model's own figure, kept in
+    `run.init`."""
+    if run.init is None or run.step != 0 or "val_bpb" in run.init:
+        return
+    start = timed_eval(model, td, tc, 0, ckpt)
+    if start is not None:
+        run.init.update(val_loss=start["val_loss"], val_bpb=start["val_bpb"])
+        print(f"eval  step     0 | val loss {start['val_loss']:.4f} nats/token | "
+              f"{start['val_bpb']:.4f} bits/byte (as started)", flush=True)
+
+
+def training_log(run: TargetRun, td: TargetData, stopped_by: str, clock: StepClock, n_params: int,
+                 mc: ModelConfig, tc: TrainConfig) -> dict[str, Any]:
+    """What `training_log.json` holds."""
+    final = run.evals[-1]
+    return {
+        "model_config": asdict(mc),
+        "train_config": asdict(tc),
+        "parameters": n_params,
+        "data": {"corpus": tc.corpus, "train_tokens": int(len(td.train_stream)),
+                 "val_tokens": int(len(td.val_stream)), "val_bytes": td.val_bytes,
+                 "val_bytes_per_token": td.val_bytes / len(td.val_stream)},
+        "steps": run.step,
+        "stopped_by": stopped_by,
+        "tokens_seen": run.tokens_seen,
+        "epochs": run.tokens_seen / len(td.train_stream),
+        "wall_time_s": round(run.elapsed, 1),  # training steps only (no evaluation, checkpoints, start-up)
+        "paused_s": round(clock.paused_s, 1),  # this session's pauses (SIGSTOP) left out of it
+        "tokens_per_s": run.tokens_seen / max(run.elapsed, 1e-9),
+        "final_train_loss": final_train_loss(run),
+        "final_val_loss": final["val_loss"],
+        "final_val_bpb": final["val_bpb"],
+        "val_scope": "all windows" if not tc.eval_windows else f"first {tc.eval_windows} windows",
+        "resumed_at_steps": run.resumes,
+        "init": run.init,
+        "evals": run.evals,
+        "history": run.history,
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def final_train_loss(run: TargetRun) -> float:
+    """The mean loss of the last 20 steps."""
+    tail = run.step_losses[-min(20, len(run.step_losses)):] or [float("nan")]
+    return sum(tail) / len(tail)
+
+
+def export(target_dir: Path, model, tokenizer, log: dict[str, Any]) -> None:
+    """The trained model (`save_pretrained`), its tokenizer and `training_log.json`."""
+    model.generation_config.eos_token_id = 0
+    model.generation_config.pad_token_id = 0
+    model.generation_config.bos_token_id = None
+    model.save_pretrained(target_dir)
+    tokenizer.save_pretrained(target_dir)
+    (target_dir / "training_log.json").write_text(json.dumps(log, indent=2) + "\n")
+    print(f"saved {target_dir}")
+
+
+def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resume: bool = True,
+          quick: bool = False) -> dict[str, Any]:
+    from transformers import AutoTokenizer
+
+    # all cores, but one thread for the tiny quick model (its ops are too small to split)
+    torch.set_num_threads(tc.threads or (1 if quick else len(os.sched_getaffinity(0))))
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    mc.vocab_size = len(tokenizer)
+    if tc.seq_len > mc.max_position_embeddings:
+        raise ValueError(f"seq_len {tc.seq_len} exceeds max_position_embeddings {mc.max_position_embeddings}")
+    td = load_data(out, tokenizer, tc)
+
     torch.manual_seed(tc.seed)
     rng = np.random.default_rng(tc.seed)
     model = build_model(mc)
@@ -285,192 +500,31 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
     print(f"model: {n_params / 1e6:.2f}M parameters, {asdict(mc)}")
     print(f"torch threads {torch.get_num_threads()}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
 
-    step, tokens_seen, elapsed = 0, 0, 0.0
-    init: dict[str, Any] | None = None
-    history: list[dict[str, float]] = []
-    evals: list[dict[str, float]] = []
-    step_losses: list[float] = []
-    resumes: list[int] = []
-    ckpt_path = out / "target_ckpt" / "ckpt.pt"
-    lock = ckpt_path.with_name("LOCK")
-    acquire_lock(lock)
-    ckpt = load_checkpoint(ckpt_path) if resume else None
-    if ckpt is not None:
-        if ckpt["model_config"] != asdict(mc):
-            raise SystemExit(f"checkpoint {ckpt_path} has a different model config; use --no-resume")
-        for key in ("seq_len", "batch_size", "seed", "corpus"):
-            if ckpt["train_config"].get(key, "stdlib") != getattr(tc, key):
-                raise SystemExit(f"checkpoint {ckpt_path} has {key}={ckpt['train_config'].get(key)}; "
-                                 f"use --no-resume or the same value")
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        torch.set_rng_state(ckpt["torch_rng"])
-        rng.bit_generator.state = ckpt["numpy_rng"]
-        step, tokens_seen, elapsed = ckpt["step"], ckpt["tokens_seen"], ckpt["elapsed"]
-        history, evals, step_losses = ckpt["history"], ckpt["evals"], ckpt["step_losses"]
-        resumes = ckpt["resumes"] + [step]
-        init = ckpt.get("init")
-        print(f"resumed from {ckpt_path} at step {step} ({elapsed / 60:.1f} min trained)")
-    elif tc.init_from:
-        init = load_init(model, Path(tc.init_from))
-        print(f"started from {init['from']}: {init['layers_from']} trained layers, grown to {init['layers_to']} "
-              f"(new layers after {init['inserted_after']}; trained layer -> index {init['layer_map']})")
+    ckpt = Checkpointer(out / "target_ckpt" / "ckpt.pt", tc.ckpt_minutes)
+    with ckpt.guard():   # one run per folder; SIGTERM / Ctrl-C: checkpoint at the next step boundary, exit
+        run = resume_or_start(ckpt, resume, model, optimizer, rng, mc, tc)
+        state = lambda: checkpoint_state(model, optimizer, rng, run, mc, tc)
+        evaluate_start(model, run, td, tc, ckpt)
+        stopped_by, clock = train_loop(model, optimizer, rng, run, td, ckpt, state, tc)
+        final = timed_eval(model, td, tc, run.step, ckpt)
+        if final is None:
+            ckpt.pause(state(), f"step {run.step} ({run.elapsed / 60:.1f} min trained)")
+        ckpt.restore_signals()
+        if not run.evals or run.evals[-1]["step"] != run.step:
+            run.evals.append(final)
+        else:
+            run.evals[-1] = final
+        ckpt.save(state())
+        print(f"done: {run.step} steps ({stopped_by}), {run.tokens_seen:,} tokens, {run.elapsed / 60:.1f} min of "
+              f"training, train loss {final_train_loss(run):.4f}, val loss {final['val_loss']:.4f} nats/token = "
+              f"{final['val_bpb']:.4f} bits/byte", flush=True)
+        log = training_log(run, td, stopped_by, clock, n_params, mc, tc)
+        export(out / "target", model, tokenizer, log)
 
-    def state() -> dict[str, Any]:
-        return {
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state,
-            "step": step, "tokens_seen": tokens_seen, "elapsed": elapsed,
-            "history": history, "evals": evals, "step_losses": step_losses, "resumes": resumes,
-            "model_config": asdict(mc), "train_config": asdict(tc), "init": init,
-        }
-
-    # SIGTERM / Ctrl-C: checkpoint at the next step boundary, then exit with PAUSED_EXIT
-    interrupted: int | None = None  # the signal number; the handler only records it (no I/O)
-
-    def on_signal(signum, frame) -> None:
-        nonlocal interrupted
-        interrupted = signum
-
-    def pause() -> None:
-        for s, handler in old_handlers.items():
-            signal.signal(s, handler)
-        save_checkpoint(ckpt_path, state())
-        release_lock(lock)
-        print(f"\n{signal.Signals(interrupted).name}: paused at step {step} ({elapsed / 60:.1f} min trained); "
-              f"checkpoint saved to {ckpt_path}; run the same command again to resume", flush=True)
-        raise SystemExit(PAUSED_EXIT)
-
-    def run_eval() -> dict[str, float] | None:
-        t0 = time.time()
-        result = evaluate(model, val_stream, eot_id, token_bytes, tc, stop=lambda: interrupted is not None)
-        if result is not None:
-            result = {"step": step, **result, "eval_s": round(time.time() - t0, 1)}
-        return result
-
-    old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    if init is not None and step == 0 and "val_bpb" not in init:
-        start = run_eval()   # the grown model before any step: the trained model's own figure
-        if start is not None:
-            init.update(val_loss=start["val_loss"], val_bpb=start["val_bpb"])
-            print(f"eval  step     0 | val loss {start['val_loss']:.4f} nats/token | "
-                  f"{start['val_bpb']:.4f} bits/byte (as started)", flush=True)
-
-    budget = tc.minutes * 60
-    tokens_per_step = tc.batch_size * tc.seq_len
-    t_session, elapsed_session = time.time(), elapsed  # wall vs training time since start-up, for the ETA
-    t_ckpt = time.time()
-    clock = StepClock(elapsed)         # training steps only; a pause (SIGSTOP) does not eat the schedule
-    train_log, tokens_log, losses_log = 0.0, 0, []
-    stopped_by = "max_steps"
-    while step < tc.max_steps:
-        if elapsed >= budget:
-            stopped_by = "minutes"
-            break
-        if interrupted is not None:
-            pause()
-
-        clock.start()
-        lr = lr_at(step, tc, elapsed)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        starts = sample_starts(rng, len(train_stream), stdlib_tokens, tc)
-        x, y = windows(train_stream, starts, tc.seq_len)
-        loss = loss_on(model, x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-        optimizer.step()
-        step_losses.append(loss.item())
-        step += 1
-        tokens_seen += tokens_per_step
-        elapsed = clock.stop()
-        train_log += clock.last
-        tokens_log += tokens_per_step
-        losses_log.append(step_losses[-1])
-
-        if step % tc.log_every == 0 or step == tc.max_steps:
-            tok_s = tokens_log / max(train_log, 1e-9)
-            steps_left_s = (tc.max_steps - step) * tokens_per_step / max(tok_s, 1e-9)
-            eta = min(steps_left_s, max(0.0, budget - elapsed))
-            # wall clock per second of training in this session (evaluations, checkpoints), less
-            # its pauses (SIGSTOP while a benchmark runs), which would otherwise push the end out
-            overhead = (time.time() - t_session - clock.paused_s) / max(elapsed - elapsed_session, 1e-9)
-            ends = time.strftime("%H:%M", time.localtime(time.time() + eta * overhead))
-            mean_loss = sum(losses_log) / len(losses_log)
-            history.append({"step": step, "loss": mean_loss, "lr": lr, "tok_s": tok_s,
-                            "train_min": round(elapsed / 60, 2)})
-            print(f"step {step:5d}/{tc.max_steps} | loss {mean_loss:.4f} | lr {lr:.2e} | "
-                  f"{tok_s:7.0f} tok/s | {elapsed / 60:5.1f} min | eta {eta / 60:5.1f} min (ends ~{ends})",
-                  flush=True)
-            train_log, tokens_log, losses_log = 0.0, 0, []
-
-        if step % tc.eval_every == 0 and step < tc.max_steps and elapsed < budget:
-            result = run_eval()
-            if result is not None:
-                evals.append(result)
-                print(f"eval  step {step:5d} | val loss {result['val_loss']:.4f} nats/token | "
-                      f"{result['val_bpb']:.4f} bits/byte | {result['eval_s']:.0f} s", flush=True)
-
-        if time.time() - t_ckpt >= tc.ckpt_minutes * 60 and interrupted is None:
-            save_checkpoint(ckpt_path, state())
-            t_ckpt = time.time()
-            print(f"checkpoint step {step} -> {ckpt_path}", flush=True)
-
-    # final evaluation, checkpoint and export
-    final = run_eval()
-    if final is None:
-        pause()
-    for s, handler in old_handlers.items():
-        signal.signal(s, handler)
-    if not evals or evals[-1]["step"] != step:
-        evals.append(final)
-    else:
-        evals[-1] = final
-    save_checkpoint(ckpt_path, state())
-    tail = step_losses[-min(20, len(step_losses)):] or [float("nan")]
-    train_loss = sum(tail) / len(tail)
-    val_loss, val_bpb = final["val_loss"], final["val_bpb"]
-    print(f"done: {step} steps ({stopped_by}), {tokens_seen:,} tokens, {elapsed / 60:.1f} min of training, "
-          f"train loss {train_loss:.4f}, val loss {val_loss:.4f} nats/token = {val_bpb:.4f} bits/byte", flush=True)
-
-    target_dir = out / "target"
-    model.generation_config.eos_token_id = 0
-    model.generation_config.pad_token_id = 0
-    model.generation_config.bos_token_id = None
-    model.save_pretrained(target_dir)
-    tokenizer.save_pretrained(target_dir)
-    log = {
-        "model_config": asdict(mc),
-        "train_config": asdict(tc),
-        "parameters": n_params,
-        "data": {"corpus": tc.corpus, "train_tokens": int(len(train_stream)), "val_tokens": int(len(val_stream)),
-                 "val_bytes": val_bytes, "val_bytes_per_token": val_bytes / len(val_stream)},
-        "steps": step,
-        "stopped_by": stopped_by,
-        "tokens_seen": tokens_seen,
-        "epochs": tokens_seen / len(train_stream),
-        "wall_time_s": round(elapsed, 1),  # training steps only (no evaluation, checkpoints, start-up)
-        "paused_s": round(clock.paused_s, 1),  # this session's pauses (SIGSTOP) left out of it
-        "tokens_per_s": tokens_seen / max(elapsed, 1e-9),
-        "final_train_loss": train_loss,
-        "final_val_loss": val_loss,
-        "final_val_bpb": val_bpb,
-        "val_scope": "all windows" if not tc.eval_windows else f"first {tc.eval_windows} windows",
-        "resumed_at_steps": resumes,
-        "init": init,
-        "evals": evals,
-        "history": history,
-        "torch_threads": torch.get_num_threads(),
-    }
-    (target_dir / "training_log.json").write_text(json.dumps(log, indent=2) + "\n")
-    print(f"saved {target_dir}")
-    release_lock(lock)  # a crash leaves a stale lock, which the next run ignores (dead pid)
-
-    if quick and len(step_losses) < 10:
-        print(f"quick check skipped: only {len(step_losses)} steps so far")
+    if quick and len(run.step_losses) < 10:
+        print(f"quick check skipped: only {len(run.step_losses)} steps so far")
     elif quick:
-        check_loss_dropped(step_losses, "target")
+        check_loss_dropped(run.step_losses, "target")
     return log
 
 

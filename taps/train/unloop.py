@@ -6,10 +6,9 @@ with unlikelihood training" (ICLR 2020), each step of this stage adds to the usu
 on corpus windows a penalty on the model's *own* greedy continuations of corpus prefixes: a token
 that completes an n-gram of tokens already in its sequence (`--ngram`, 8 by default: a repeated
 phrase or line, not the short token patterns that code repeats legitimately) is a negative
-candidate, and the loss is -log(1 - p(token)), weighted by `--alpha`. On taps-code-6m's target,
-300 steps of the defaults (14 minutes on 2 CPU cores) raised the distinct-4-gram share of words in
-greedy HumanEval continuations from 0.45 to 0.63 for 0.035 bits/byte of validation loss; alpha 0.1
-gave 0.51 for 0.017, and alpha 0.5 cost 0.07 bits/byte in 50 steps (assets/wip/README.md).
+candidate, and the loss is -log(1 - p(token)), weighted by `--alpha`: a larger alpha removes more
+of the loops and costs more validation loss. What the defaults did to the earlier targets is in
+docs/training-history.md ("A target that loops less: the unloop stage").
 
 The stage reads the maximum-likelihood target from OUT/target_mle (on its first run it moves
 OUT/target there), continues from that run's optimizer state (OUT/target_ckpt/ckpt.pt, when
@@ -29,55 +28,48 @@ import argparse
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from taps.train import data  # noqa: E402
-from taps.train import target as base  # noqa: E402
-from taps.train.common import (  # noqa: E402
+from taps.flags import spec
+from taps.train import data
+from taps.train import target as base
+from taps.train.common import (
     Checkpointer,
     Progress,
     StepClock,
+    TrainError,
     add_config_arguments,
     apply_arguments,
     check_loss_dropped,
-    check_ranges,
     load_checkpoint,
 )
-from taps.train.drafter import greedy_batch  # noqa: E402
+from taps.train.drafter import greedy_batch
 
 
+# What each option may be (taps.flags.spec): a step count of 0, a negative weight or an n-gram of
+# one token is refused before any work starts.
 @dataclass
 class UnloopConfig:
-    steps: int = 300
-    lr: float = 1e-4              # constant after warmup; the target's own schedule ended at 2e-4
-    warmup_steps: int = 20
-    alpha: float = 0.2            # weight of the unlikelihood loss against the next-token loss
-    ngram: int = 8                # a token completing an n-gram of tokens already in its sequence is penalised
-    prefix_len: int = 32          # corpus prefix of each greedy continuation
-    gen_len: int = 96             # greedy tokens per continuation
-    ul_batch: int = 16            # continuations per step
-    mle_batch: int = 8            # corpus windows per step (of the target's own training length)
-    grad_clip: float = 1.0
-    eval_prompts: int = 48        # validation prompts for the distinct-4-gram share (64 tokens each)
-    eval_gen: int = 128
+    steps: int = spec(300, "fine-tuning steps", 1)
+    lr: float = spec(1e-4, "learning rate, constant after warmup", 1e-8, 1.0)
+    warmup_steps: int = spec(20, "linear warmup steps", 0)
+    alpha: float = spec(0.2, "weight of the unlikelihood loss against the next-token loss", 0.0, 100.0)
+    ngram: int = spec(8, "a token completing an n-gram of tokens already in its sequence is penalised", 2)
+    prefix_len: int = spec(32, "corpus prefix of each greedy continuation", 1)
+    gen_len: int = spec(96, "greedy tokens per continuation", 2)
+    ul_batch: int = spec(16, "continuations per step", 1)
+    mle_batch: int = spec(8, "corpus windows per step (of the target's own training length)", 1)
+    grad_clip: float = spec(1.0, "gradient norm clip", 1e-6)
+    eval_prompts: int = spec(48, "validation prompts for the distinct-4-gram share (64 tokens each)", 1)
+    eval_gen: int = spec(128, "greedy tokens per validation prompt", 8)
     seed: int = 7
-    ckpt_minutes: float = 2.0
-    eval_windows: int = 0         # validation windows for bits per byte (0: the whole split)
-
-
-# what each option may be: a step count of 0, a negative weight or an n-gram of one token is refused
-BOUNDS = {"steps": (1, None), "lr": (1e-8, 1.0), "warmup_steps": (0, None), "alpha": (0.0, 100.0),
-          "ngram": (2, None), "prefix_len": (1, None), "gen_len": (2, None), "ul_batch": (1, None),
-          "mle_batch": (1, None), "grad_clip": (1e-6, None), "eval_prompts": (1, None), "eval_gen": (8, None),
-          "ckpt_minutes": (0.0, None), "eval_windows": (0, None)}
+    ckpt_minutes: float = spec(2.0, "minutes between checkpoints", 0.0)
+    eval_windows: int = spec(0, "validation windows for bits per byte (0: the whole split)", 0)
 
 QUICK = dict(steps=12, prefix_len=8, gen_len=24, ul_batch=4, mle_batch=2, eval_prompts=8, eval_gen=96,
              eval_windows=4, warmup_steps=2, lr=1e-3, alpha=1.0, ngram=2)
@@ -137,14 +129,16 @@ def _share(measured: dict) -> str:
     return "-" if share is None else f"{share:.3f}"
 
 
-def train(out: Path, uc: UnloopConfig, resume: bool, quick: bool) -> dict:
+def load_mle_target(out: Path):
+    """The maximum-likelihood target in OUT/target_mle (moved there from OUT/target on the first
+    run): its folder, tokenizer, model and the target stage's TrainConfig (defaults where its log
+    is missing)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.set_num_threads(1 if quick else len(os.sched_getaffinity(0)))
     source, dest = out / "target_mle", out / "target"
     if not (source / "config.json").exists():
         if not (dest / "config.json").exists():
-            raise SystemExit(f"no target in {dest}: run the target stage first")
+            raise FileNotFoundError(f"no target in {dest}: run the target stage first")
         shutil.move(str(dest), str(source))
         print(f"moved the maximum-likelihood target {dest} -> {source}")
     tokenizer = AutoTokenizer.from_pretrained(source)
@@ -152,95 +146,131 @@ def train(out: Path, uc: UnloopConfig, resume: bool, quick: bool) -> dict:
     log_path = source / "training_log.json"
     trained = json.loads(log_path.read_text())["train_config"] if log_path.exists() else {}
     tc = base.TrainConfig(**{k: v for k, v in trained.items() if k in base.TrainConfig.__dataclass_fields__})
+    return source, tokenizer, model, tc
+
+
+@dataclass
+class UnloopRun:
+    """What the fine-tuning loop moves along and a checkpoint keeps."""
+    step: int = 0
+    elapsed: float = 0.0
+    history: list = field(default_factory=list)
+    before: dict | None = None
+
+
+def resume_or_start(ckpt: Checkpointer, resume: bool, out: Path, model, optimizer, rng: np.random.Generator,
+                    uc: UnloopConfig) -> UnloopRun:
+    """Restore this stage's checkpoint when resuming one; else carry on the target stage's optimizer
+    state when its checkpoint holds these very weights."""
+    state = ckpt.load() if resume else None
+    if state is not None:
+        if state["config"] != asdict(uc):
+            raise TrainError(f"checkpoint {ckpt.path} has other settings; use --no-resume or the same ones")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        rng.bit_generator.state = state["numpy_rng"]
+        torch.set_rng_state(state["torch_rng"])
+        print(f"resumed from {ckpt.path} at step {state['step']}")
+        return UnloopRun(state["step"], state["elapsed"], state["history"], state["before"])
+    mle_ckpt = load_checkpoint(out / "target_ckpt" / "ckpt.pt")
+    if mle_ckpt is not None and all(torch.equal(v, mle_ckpt["model"][k]) for k, v in model.state_dict().items()
+                                    if k in mle_ckpt["model"]):
+        optimizer.load_state_dict(mle_ckpt["optimizer"])
+        print("continuing the target stage's optimizer state")
+    else:
+        print("no matching target checkpoint: a fresh optimizer state")
+    return UnloopRun()
+
+
+def train_step(model, optimizer, rng: np.random.Generator, step: int, train_stream: np.ndarray,
+               stdlib_tokens: int, tc: base.TrainConfig, uc: UnloopConfig) -> dict:
+    """One step: greedy continuations of corpus prefixes (unlikelihood on their repeated n-grams)
+    plus next-token loss on corpus windows. Returns the step's history entry."""
+    for group in optimizer.param_groups:
+        group["lr"] = uc.lr * min(1.0, (step + 1) / max(1, uc.warmup_steps))
+    prefix_cfg = base.TrainConfig(**{**asdict(tc), "seq_len": uc.prefix_len + uc.gen_len, "batch_size": uc.ul_batch})
+    mle_cfg = base.TrainConfig(**{**asdict(tc), "batch_size": uc.mle_batch})
+    starts = base.sample_starts(rng, len(train_stream), stdlib_tokens, prefix_cfg)
+    prefixes = torch.from_numpy(np.stack([train_stream[s:s + uc.prefix_len] for s in starts]).astype(np.int64))
+    model.eval()
+    with torch.no_grad():
+        seq = greedy_batch(model, prefixes, uc.gen_len).clone()  # an inference tensor: a plain copy
+    model.train()
+    mask = repeat_mask(seq, uc.prefix_len, uc.ngram)
+    ul = unlikelihood_loss(model(input_ids=seq[:, :-1], use_cache=False).logits, seq, mask)
+    x, y = base.windows(train_stream, base.sample_starts(rng, len(train_stream), stdlib_tokens, mle_cfg),
+                        tc.seq_len)
+    mle = base.loss_on(model, x, y)
+    loss = mle + uc.alpha * ul
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), uc.grad_clip)
+    optimizer.step()
+    return {"step": step + 1, "mle": round(mle.item(), 4), "ul": round(ul.item(), 4),
+            "repeated": round(mask[:, uc.prefix_len:].float().mean().item(), 4)}
+
+
+def save_unlooped(out: Path, source: Path, model, tokenizer, log: dict) -> Path:
+    """Write the fine-tuned target, with the target stage's training log and this stage's, to
+    OUT/target (built beside it, then moved into place)."""
+    dest, tmp = out / "target", out / "target.unloop.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if (source / "training_log.json").exists():
+        shutil.copy2(source / "training_log.json", tmp / "training_log.json")
+    (tmp / "unloop_log.json").write_text(json.dumps(log, indent=2) + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
+    print(f"saved {dest}")
+    return dest
+
+
+def train(out: Path, uc: UnloopConfig, resume: bool, quick: bool) -> dict:
+    torch.set_num_threads(1 if quick else len(os.sched_getaffinity(0)))
+    source, tokenizer, model, tc = load_mle_target(out)
     train_stream = data.token_stream(tokenizer, "train", out / "data", tc.corpus, tc.max_files)
     val_stream = data.token_stream(tokenizer, "val", out / "data", tc.corpus, tc.max_files)
     stdlib_tokens = base.stdlib_prefix(out / "data" / "train.json", tc)
 
     optimizer = base.make_optimizer(model, tc)
     ckpt = Checkpointer(out / "unloop_ckpt" / "ckpt.pt", uc.ckpt_minutes)
-    state = ckpt.load() if resume else None
     rng = np.random.default_rng(uc.seed)
     torch.manual_seed(uc.seed)
-    step, elapsed, history, before = 0, 0.0, [], None
-    if state is not None:
-        if state["config"] != asdict(uc):
-            raise SystemExit(f"checkpoint {ckpt.path} has other settings; use --no-resume or the same ones")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        rng.bit_generator.state = state["numpy_rng"]
-        torch.set_rng_state(state["torch_rng"])
-        step, elapsed, history, before = state["step"], state["elapsed"], state["history"], state["before"]
-        print(f"resumed from {ckpt.path} at step {step}")
-    else:
-        mle_ckpt = load_checkpoint(out / "target_ckpt" / "ckpt.pt")
-        if mle_ckpt is not None and all(torch.equal(v, mle_ckpt["model"][k]) for k, v in model.state_dict().items()
-                                        if k in mle_ckpt["model"]):
-            optimizer.load_state_dict(mle_ckpt["optimizer"])
-            print("continuing the target stage's optimizer state")
-        else:
-            print("no matching target checkpoint: a fresh optimizer state")
-        del mle_ckpt
-    if before is None:
-        before = measure(model, tokenizer, val_stream, tc, uc)
-        print(f"before: val {before['val_bpb']:.4f} bits/byte, distinct 4-grams of words "
-              f"{_share(before)} ({uc.eval_prompts} val prompts, {uc.eval_gen} greedy tokens)")
+    run = resume_or_start(ckpt, resume, out, model, optimizer, rng, uc)
+    if run.before is None:
+        run.before = measure(model, tokenizer, val_stream, tc, uc)
+        print(f"before: val {run.before['val_bpb']:.4f} bits/byte, distinct 4-grams of words "
+              f"{_share(run.before)} ({uc.eval_prompts} val prompts, {uc.eval_gen} greedy tokens)")
 
     def snapshot():
-        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                "elapsed": elapsed, "history": history, "before": before, "config": asdict(uc),
+        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": run.step,
+                "elapsed": run.elapsed, "history": run.history, "before": run.before, "config": asdict(uc),
                 "numpy_rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()}
 
     model.train()
     progress = Progress(uc.steps, "unloop")
-    progress.update(step, elapsed=elapsed)
-    clock = StepClock(elapsed)
-    prefix_cfg = base.TrainConfig(**{**asdict(tc), "seq_len": uc.prefix_len + uc.gen_len, "batch_size": uc.ul_batch})
-    mle_cfg = base.TrainConfig(**{**asdict(tc), "batch_size": uc.mle_batch})
-    while step < uc.steps:
+    progress.update(run.step, elapsed=run.elapsed)
+    clock = StepClock(run.elapsed)
+    while run.step < uc.steps:
         clock.start()
-        for group in optimizer.param_groups:
-            group["lr"] = uc.lr * min(1.0, (step + 1) / max(1, uc.warmup_steps))
-        starts = base.sample_starts(rng, len(train_stream), stdlib_tokens, prefix_cfg)
-        prefixes = torch.from_numpy(np.stack([train_stream[s:s + uc.prefix_len] for s in starts]).astype(np.int64))
-        model.eval()
-        with torch.no_grad():
-            seq = greedy_batch(model, prefixes, uc.gen_len).clone()  # an inference tensor: a plain copy
-        model.train()
-        mask = repeat_mask(seq, uc.prefix_len, uc.ngram)
-        ul = unlikelihood_loss(model(input_ids=seq[:, :-1], use_cache=False).logits, seq, mask)
-        x, y = base.windows(train_stream, base.sample_starts(rng, len(train_stream), stdlib_tokens, mle_cfg),
-                            tc.seq_len)
-        mle = base.loss_on(model, x, y)
-        loss = mle + uc.alpha * ul
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), uc.grad_clip)
-        optimizer.step()
-        step += 1
-        elapsed = clock.stop()
-        history.append({"step": step, "mle": round(mle.item(), 4), "ul": round(ul.item(), 4),
-                        "repeated": round(mask[:, uc.prefix_len:].float().mean().item(), 4)})
-        progress.update(step, elapsed=elapsed, extra=f"mle {mle.item():.3f} ul {ul.item():.3f} "
-                                                     f"repeated {history[-1]['repeated']:.2f}")
+        entry = train_step(model, optimizer, rng, run.step, train_stream, stdlib_tokens, tc, uc)
+        run.step += 1
+        run.elapsed = clock.stop()
+        run.history.append(entry)
+        progress.update(run.step, elapsed=run.elapsed, extra=f"mle {entry['mle']:.3f} ul {entry['ul']:.3f} "
+                                                             f"repeated {entry['repeated']:.2f}")
         ckpt.maybe_save(snapshot)
+    progress.close()
     ckpt.save(snapshot())
     after = measure(model, tokenizer, val_stream, tc, uc)
-    print(f"\nafter {step} steps ({elapsed / 60:.1f} min): val {after['val_bpb']:.4f} bits/byte "
-          f"(was {before['val_bpb']:.4f}), distinct 4-grams of words {_share(after)} (was {_share(before)})")
-    tmp = out / "target.unloop.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if log_path.exists():
-        shutil.copy2(log_path, tmp / "training_log.json")
-    log = {"config": asdict(uc), "steps": step, "wall_time_s": round(elapsed, 1), "paused_s": round(clock.paused_s, 1),
-           "before": before, "after": after, "history": history}
-    (tmp / "unloop_log.json").write_text(json.dumps(log, indent=2) + "\n")
-    shutil.rmtree(dest, ignore_errors=True)
-    os.replace(tmp, dest)
-    print(f"saved {dest}")
+    print(f"after {run.step} steps ({run.elapsed / 60:.1f} min): val {after['val_bpb']:.4f} bits/byte "
+          f"(was {run.before['val_bpb']:.4f}), distinct 4-grams of words {_share(after)} (was {_share(run.before)})")
+    log = {"config": asdict(uc), "steps": run.step, "wall_time_s": round(run.elapsed, 1),
+           "paused_s": round(clock.paused_s, 1), "before": run.before, "after": after, "history": run.history}
+    save_unlooped(out, source, model, tokenizer, log)
     if quick:
-        check_loss_dropped([h["ul"] for h in history], "unlikelihood")
+        check_loss_dropped([h["ul"] for h in run.history], "unlikelihood")
     return log
 
 
@@ -254,5 +284,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> None:
     uc = UnloopConfig(**(QUICK if args.quick else {}))
     apply_arguments(args, uc)
-    check_ranges(uc, BOUNDS)
     train(Path(args.out), uc, args.resume, args.quick)

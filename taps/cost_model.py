@@ -67,17 +67,11 @@ class LatencyProfile:
     def best_size(self, reach_desc: np.ndarray, max_size: int, policy: str | None = None) -> int:
         """The m <= max_size maximising (1 + sum of the top-m reach) / (overhead + t_verify(m))."""
         n = min(max_size, len(reach_desc))
-        if kernels.available:
-            return int(kernels.best_size(np.asarray(reach_desc, dtype=np.float64), self.round_times(policy, n)))
-        expected = np.empty(n + 1)
-        expected[0] = 0.0
-        np.cumsum(reach_desc[:n], out=expected[1:])
-        expected += 1.0
-        return int(np.argmax(expected / self.round_times(policy, n)))
+        return int(kernels.best_size(np.asarray(reach_desc, dtype=np.float64), self.round_times(policy, n)))
 
     def round_times(self, policy: str | None, n: int) -> np.ndarray:
-        """round_time(policy, 0..n), kept per (policy, n): a round's size choice is then a cumsum,
-        a division and an argmax (the profile is not changed once measured or loaded)."""
+        """round_time(policy, 0..n), kept per (policy, n): a round's size choice is then one pass of
+        `kernels.best_size` over them (the profile is not changed once measured or loaded)."""
         cache = self.__dict__.setdefault("_times", {})
         times = cache.get((policy, n))
         if times is None:

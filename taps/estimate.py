@@ -26,18 +26,9 @@ from .tree import DraftTree, accumulate_down
 
 
 def reach_from_edges(parents: np.ndarray, edge_q: np.ndarray, depths: np.ndarray | None = None) -> np.ndarray:
-    """r(root) = 1, r(v) = r(parent) * q(v) for nodes in topological order."""
-    if depths is None:
-        reach = np.ones(len(parents))
-        for i in range(1, len(parents)):
-            reach[i] = reach[parents[i]] * edge_q[i]
-        return reach
-    q = np.asarray(edge_q, dtype=np.float64)
-    if kernels.available:
-        return kernels.reach_from_edges(parents, q)
-    q = q.copy()
-    q[0] = 1.0
-    return accumulate_down(parents, depths, q, np.multiply)
+    """r(root) = 1, r(v) = r(parent) * q(v) for nodes in topological order (q[0] is not read).
+    `depths` is not needed (the nodes' order is enough); it is accepted so that callers may pass it."""
+    return kernels.reach_from_edges(np.asarray(parents, dtype=np.int64), np.asarray(edge_q, dtype=np.float64))
 
 
 def normalise_siblings(parents: np.ndarray, edge_q: np.ndarray) -> np.ndarray:

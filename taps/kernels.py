@@ -1,142 +1,129 @@
-"""Compiled inner loops of a round's selection work (numba), with the numpy code as the fallback.
+"""Compiled inner loops of a round's selection work (numba, a requirement of the engine).
 
 A round's pool, estimate and select stages handle a few dozen nodes, where each numpy call costs
-more in fixed overhead than in arithmetic, and the DDTree heap is a Python loop. These kernels do
-the same work in one compiled call each:
+more in fixed overhead than in arithmetic, and the DDTree heap is a loop. These kernels do the
+work in one compiled call each, and the engine always calls them:
 
 - `best_first`: DDTree's best-first heap over path log-prob (the pools of DDTree and TAPS). Its
-  pops are fixed by the keys (score, push order), so it returns exactly what the Python heap
-  returns, bit for bit (tests/test_kernels.py).
+  pops are fixed by the keys (score, push order), so it returns exactly what a Python heap
+  returns, bit for bit.
 - `scorer_edge_probs`: the learned scorer's two small MLPs over a pool's edges and parents and
-  its softmax per parent, from the tables `ScorerTables` folds once per pair. The same sums as
-  numpy's, in a fixed loop order instead of BLAS's, so they agree to float rounding (about
-  1e-15), not bit for bit.
+  its softmax per parent, from the tables `ScorerTables` folds once per pair. The same sums as a
+  numpy version's, in a fixed loop order instead of BLAS's, so they agree to float rounding, not
+  bit for bit.
 - `reach_from_edges`: an estimator's reach from its edge probabilities, the same products.
-- `top_by_reach`, `best_size`, `subtree`, `prefix_closed`: the select stage (TAPS's reach order and
-  cost sizing, DDTree's cost sizing, and the verified subtree with its prefix-closure check),
-  exactly as the numpy code computes them.
+- `best_size`: the one implementation of the cost objective, the tree size m maximising
+  (1 + sum of the m largest reaches) / round_time(m) (`LatencyProfile.best_size`, TAPS's select).
+- `top_by_reach`, `subtree`, `prefix_closed`: the select stage (TAPS's reach order with its cost
+  sizing, and the verified subtree with its prefix-closure check).
 
-numba is optional: without it (or with TAPS_NO_NUMBA=1 in the environment) the numpy code runs.
-A machine always takes the same path, so a run's decisions do not change from one run to the next.
+Plain numpy and Python versions of each, written to be read, live in tests/oracles.py, and
+tests/test_kernels.py checks every kernel against them over random cases.
 Functions compile on first use (a second or two) and are cached next to this file.
 """
 
 from __future__ import annotations
 
-import os
-
+import numba
 import numpy as np
-
-try:
-    if os.environ.get("TAPS_NO_NUMBA"):
-        raise ImportError("TAPS_NO_NUMBA is set")
-    import numba
-except ImportError:          # the numpy fallback
-    numba = None
-
-available = numba is not None
 
 
 def _jit(fn):
-    return numba.njit(cache=True, nogil=True)(fn) if available else None
+    return numba.njit(cache=True, nogil=True)(fn)
+
+
+@_jit
+def _heap_in_order(h_neg, h_tie, size):
+    """The heap's slots best first: by negated score, ties by push order."""
+    by_tie = np.argsort(h_tie[:size])
+    return by_tie[np.argsort(h_neg[:size][by_tie], kind="mergesort")]
 
 
 def _best_first(logprobs, tokens, root_token, count, width, frontier):
-    """DDTree's heap (see `taps.pool._best_first`) over logprobs [H, K] (float64) and the token
-    ids [H, K]: returns (tokens, parents, depths, ranks, step log-probs, path log-probs) of the
-    root, the `count` popped nodes and, with `frontier`, the heap's remaining nodes best first."""
+    """DDTree's heap over logprobs [H, K] (float64) and the token ids [H, K]: returns (tokens,
+    parents, depths, ranks, step log-probs, path log-probs) of the root, the `count` popped nodes
+    and, with `frontier`, the heap's remaining nodes best first. The heap holds keys (negated path
+    score, push order); a pushed node's (parent, depth, rank) is kept by its push order."""
     horizon = logprobs.shape[0]
     k = min(width, logprobs.shape[1])
     n_pop = 0 if (count <= 0 or k <= 0 or horizon == 0) else count
     cap = 2 * n_pop + 2
-    # the heap: keys (negated score, push order), payload (parent, depth, rank)
     h_neg = np.empty(cap)
     h_tie = np.empty(cap, np.int64)
-    h_par = np.empty(cap, np.int64)
-    h_dep = np.empty(cap, np.int64)
-    h_rank = np.empty(cap, np.int64)
-    size = 0
-    out_par = np.empty(n_pop + 1 + cap, np.int64)
-    out_dep = np.empty(n_pop + 1 + cap, np.int64)
-    out_rank = np.empty(n_pop + 1 + cap, np.int64)
+    pushed = np.empty((cap, 3), np.int64)            # by push order: parent, depth, rank
+    out_tie = np.empty(n_pop + 1 + cap, np.int64)    # by output index: push order (the root: -1)
     out_path = np.empty(n_pop + 1 + cap)
-    out_par[0], out_dep[0], out_rank[0], out_path[0] = -1, 0, 0, 0.0
-    n = 1
-    tie = 0
+    out_tie[0], out_path[0] = -1, 0.0
+    n, size, tie = 1, 0, 0
     if n_pop > 0:
-        h_neg[0], h_tie[0], h_par[0], h_dep[0], h_rank[0] = -logprobs[0, 0], 0, 0, 1, 0
-        size = 1
-        tie = 1
+        h_neg[0], h_tie[0], pushed[0, 0], pushed[0, 1], pushed[0, 2] = -logprobs[0, 0], 0, 0, 1, 0
+        size, tie = 1, 1
+    # the heap's sift-down and sift-up are written out here: as helper functions (even inlined)
+    # they make this loop much slower
     while size > 0 and n <= n_pop:
-        # pop the smallest key
-        neg, parent, depth, rank = h_neg[0], h_par[0], h_dep[0], h_rank[0]
+        neg, at = h_neg[0], h_tie[0]             # pop the smallest key
         size -= 1
-        if size > 0:
-            h_neg[0], h_tie[0], h_par[0], h_dep[0], h_rank[0] = (h_neg[size], h_tie[size], h_par[size],
-                                                                 h_dep[size], h_rank[size])
-            i = 0
-            # the swaps are written out here and in the sift-up below: as shared helper functions
-            # (even inlined) they made this heap three times slower (4 us -> 12 us for 64 pops)
-            while True:
-                left = 2 * i + 1
-                if left >= size:
-                    break
-                best = left
-                right = left + 1
-                if right < size and (h_neg[right] < h_neg[left]
-                                     or (h_neg[right] == h_neg[left] and h_tie[right] < h_tie[left])):
-                    best = right
-                if h_neg[best] < h_neg[i] or (h_neg[best] == h_neg[i] and h_tie[best] < h_tie[i]):
-                    h_neg[i], h_neg[best] = h_neg[best], h_neg[i]
-                    h_tie[i], h_tie[best] = h_tie[best], h_tie[i]
-                    h_par[i], h_par[best] = h_par[best], h_par[i]
-                    h_dep[i], h_dep[best] = h_dep[best], h_dep[i]
-                    h_rank[i], h_rank[best] = h_rank[best], h_rank[i]
-                    i = best
-                else:
-                    break
+        h_neg[0], h_tie[0] = h_neg[size], h_tie[size]
+        i = 0
+        while 2 * i + 1 < size:
+            best = 2 * i + 1
+            if best + 1 < size and (h_neg[best + 1] < h_neg[best]
+                                    or (h_neg[best + 1] == h_neg[best] and h_tie[best + 1] < h_tie[best])):
+                best += 1
+            if not (h_neg[best] < h_neg[i] or (h_neg[best] == h_neg[i] and h_tie[best] < h_tie[i])):
+                break
+            h_neg[i], h_neg[best] = h_neg[best], h_neg[i]
+            h_tie[i], h_tie[best] = h_tie[best], h_tie[i]
+            i = best
+        parent, depth, rank = pushed[at, 0], pushed[at, 1], pushed[at, 2]
         index = n
-        out_par[n], out_dep[n], out_rank[n], out_path[n] = parent, depth, rank, -neg
+        out_tie[n], out_path[n] = at, -neg
         n += 1
         for child in range(2):
             if child == 0:      # the next sibling
                 if rank + 1 >= k:
                     continue
                 key = -(out_path[parent] + logprobs[depth - 1, rank + 1])
-                p, d, r = parent, depth, rank + 1
+                pushed[tie, 0], pushed[tie, 1], pushed[tie, 2] = parent, depth, rank + 1
             else:               # the first child
                 if depth >= horizon:
                     continue
                 key = neg - logprobs[depth, 0]
-                p, d, r = index, depth + 1, 0
-            i = size
+                pushed[tie, 0], pushed[tie, 1], pushed[tie, 2] = index, depth + 1, 0
+            i = size            # push, then sift up
+            h_neg[i], h_tie[i] = key, tie
             size += 1
-            h_neg[i], h_tie[i], h_par[i], h_dep[i], h_rank[i] = key, tie, p, d, r
             tie += 1
-            while i > 0:        # sift up
+            while i > 0:
                 up = (i - 1) // 2
-                if h_neg[i] < h_neg[up] or (h_neg[i] == h_neg[up] and h_tie[i] < h_tie[up]):
-                    h_neg[i], h_neg[up] = h_neg[up], h_neg[i]
-                    h_tie[i], h_tie[up] = h_tie[up], h_tie[i]
-                    h_par[i], h_par[up] = h_par[up], h_par[i]
-                    h_dep[i], h_dep[up] = h_dep[up], h_dep[i]
-                    h_rank[i], h_rank[up] = h_rank[up], h_rank[i]
-                    i = up
-                else:
+                if not (h_neg[i] < h_neg[up] or (h_neg[i] == h_neg[up] and h_tie[i] < h_tie[up])):
                     break
+                h_neg[i], h_neg[up] = h_neg[up], h_neg[i]
+                h_tie[i], h_tie[up] = h_tie[up], h_tie[i]
+                i = up
     if frontier and size > 0:
-        by_tie = np.argsort(h_tie[:size])
-        order = by_tie[np.argsort(h_neg[:size][by_tie], kind="mergesort")]
-        for j in order:
-            out_par[n], out_dep[n], out_rank[n], out_path[n] = h_par[j], h_dep[j], h_rank[j], -h_neg[j]
+        for j in _heap_in_order(h_neg, h_tie, size):
+            out_tie[n], out_path[n] = h_tie[j], -h_neg[j]
             n += 1
+    return _heap_tree_arrays(logprobs, tokens, root_token, pushed, out_tie[:n], out_path[:n].copy())
+
+
+@_jit
+def _heap_tree_arrays(logprobs, tokens, root_token, pushed, out_tie, path):
+    """The tree's arrays from each output node's push order and path log-prob."""
+    n = out_tie.shape[0]
     out_tok = np.empty(n, np.int64)
+    out_par = np.empty(n, np.int64)
+    out_dep = np.empty(n, np.int64)
+    out_rank = np.empty(n, np.int64)
     out_step = np.empty(n)
-    out_tok[0], out_step[0] = root_token, 0.0
+    out_tok[0], out_par[0], out_dep[0], out_rank[0], out_step[0] = root_token, -1, 0, 0, 0.0
     for j in range(1, n):
+        t = out_tie[j]
+        out_par[j], out_dep[j], out_rank[j] = pushed[t, 0], pushed[t, 1], pushed[t, 2]
         out_tok[j] = tokens[out_dep[j] - 1, out_rank[j]]
         out_step[j] = logprobs[out_dep[j] - 1, out_rank[j]]
-    return out_tok, out_par[:n].copy(), out_dep[:n].copy(), out_rank[:n].copy(), out_step, out_path[:n].copy()
+    return out_tok, out_par, out_dep, out_rank, out_step, path
 
 
 def _scorer_edge_probs(tokens, parents, depths, step, path, rows, child, parent_t, other_parent,
@@ -279,7 +266,7 @@ def warm_up() -> None:
     """Compile (or load from the cache) the pool and select kernels for the argument types a round
     passes, so that the first round of a session is not charged for it."""
     global _warm
-    if not available or _warm:
+    if _warm:
         return
     logprobs = np.log(np.array([[0.6, 0.3], [0.5, 0.4]]))
     tokens = np.array([[5, 6], [7, 8]], dtype=np.int64)

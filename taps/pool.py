@@ -8,7 +8,6 @@ depth, keeping the best W children per depth, up to a pool cap: a prefix-closed 
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -107,44 +106,17 @@ def candidate_pool(root_token: int, lattice: Lattice, top_k: int = 64, beam_widt
     return tree_from_nodes(root_token, nodes, lattice)
 
 
-def _best_first(lattice: Lattice, count: int, width: int):
-    """DDTree's best-first heap over path log-prob: pop the `count` best nodes among the lattice's
-    first `width` ranks (parents before children). Returns the popped nodes as lists, root first
-    (parents, depths, ranks, path log-probs), and what is left on the heap."""
-    k = min(width, lattice.width)
-    parents, depths, ranks, path = [-1], [0], [0], [0.0]
-    if count <= 0 or k <= 0 or lattice.depth == 0:
-        return parents, depths, ranks, path, []
-    logprobs = lattice.logprobs[:, :k].tolist()          # Python floats: the heap runs on them
-    horizon, pop, push = lattice.depth, heapq.heappop, heapq.heappush
-    heap = [(-logprobs[0][0], 0, 0, 1, 0)]   # (-score, tie, parent, depth, rank)
-    tie = 1
-    while heap and len(path) <= count:
-        neg, _, parent, depth, rank = pop(heap)
-        index = len(path)
-        parents.append(parent)
-        depths.append(depth)
-        ranks.append(rank)
-        path.append(-neg)
-        if rank + 1 < k:   # next sibling
-            push(heap, (-(path[parent] + logprobs[depth - 1][rank + 1]), tie, parent, depth, rank + 1))
-            tie += 1
-        if depth < horizon:   # first child
-            push(heap, (neg - logprobs[depth][0], tie, index, depth + 1, 0))
-            tie += 1
-    return parents, depths, ranks, path, heap
-
-
 def ddtree_nodes(lattice: Lattice, budget: int, width: int | None = None, frontier: bool = True
                  ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
     """DDTree's best-first heap over path log-prob: the `budget` best nodes among the lattice's
     first `width` (default `budget`) ranks, in the order popped (parents before children).
     Returns (chosen nodes, frontier best first, or [] if not asked) as (parent, depth, rank)."""
-    parents, depths, ranks, _, heap = _best_first(lattice, budget, budget if width is None else width)
-    chosen = list(zip(parents[1:], depths[1:], ranks[1:]))
-    if not frontier:
-        return chosen, []
-    return chosen, [(parent, depth, rank) for _, _, parent, depth, rank in sorted(heap)]
+    count = max(budget, 0)
+    width = budget if width is None else width
+    _, parents, depths, ranks, _, _ = kernels.best_first(lattice.logprobs, lattice.tokens, 0, int(count), int(width),
+                                                         bool(frontier))
+    nodes = list(zip(parents[1:].tolist(), depths[1:].tolist(), ranks[1:].tolist()))
+    return nodes[:count], nodes[count:]
 
 
 def heap_tree(root_token: int, lattice: Lattice, count: int, width: int, frontier: bool = False) -> DraftTree:
@@ -152,25 +124,8 @@ def heap_tree(root_token: int, lattice: Lattice, count: int, width: int, frontie
     ranks, popped by DDTree's heap, as a DraftTree in the order popped (a path's score never rises
     as it grows, so they are prefix-closed); with `frontier`, the heap's remaining nodes follow,
     best first. Built straight from the heap's lists: the path scores are the heap's own sums."""
-    if kernels.available:
-        tokens, parents, depths, ranks, step, path = kernels.best_first(
-            lattice.logprobs, lattice.tokens, int(root_token), int(count), int(width), bool(frontier))
-        return DraftTree(tokens=tokens, parents=parents, depths=depths, ranks=ranks, marginal_logprob=step,
-                         path_logprob=path, reach=np.exp(path))
-    parents, depths, ranks, path, heap = _best_first(lattice, count, width)
-    if frontier:
-        for neg, _, parent, depth, rank in sorted(heap):
-            parents.append(parent)
-            depths.append(depth)
-            ranks.append(rank)
-            path.append(-neg)
-    parents, depths, ranks = np.array(parents), np.array(depths), np.array(ranks)
-    path = np.array(path)
-    rows = depths - 1                               # the root's -1 is overwritten below
-    tokens = lattice.tokens[rows, ranks].astype(np.int64)
-    tokens[0] = root_token
-    step = lattice.logprobs[rows, ranks]
-    step[0] = 0.0
+    tokens, parents, depths, ranks, step, path = kernels.best_first(
+        lattice.logprobs, lattice.tokens, int(root_token), int(count), int(width), bool(frontier))
     return DraftTree(tokens=tokens, parents=parents, depths=depths, ranks=ranks, marginal_logprob=step,
                      path_logprob=path, reach=np.exp(path))
 

@@ -222,12 +222,11 @@ class ScorerTables:
 
     def warm_up(self) -> None:
         """Compile (or load) the scorer's kernel for these tables before a session's first round."""
-        if kernels.available:
-            from .pool import heap_tree
+        from .pool import heap_tree
 
-            hidden = torch.zeros(2, self.row_weight.shape[0] - 4)
-            lattice = Lattice.from_logits(torch.arange(8.0).repeat(2, 1), 4, hidden=hidden)
-            self.edge_probs(heap_tree(0, lattice, 4, 4), lattice)
+        hidden = torch.zeros(2, self.row_weight.shape[0] - 4)
+        lattice = Lattice.from_logits(torch.arange(8.0).repeat(2, 1), 4, hidden=hidden)
+        self.edge_probs(heap_tree(0, lattice, 4, 4), lattice)
 
     def rows(self, lattice: Lattice) -> np.ndarray:
         """[H, h + h/2]: each lattice row's part of both heads' first layers."""
@@ -246,31 +245,10 @@ class ScorerTables:
         if pool.size == 0:
             return np.ones(1)
         rows = self.rows(lattice)
-        h = self.width
-        if kernels.available:
-            return kernels.scorer_edge_probs(pool.tokens, pool.parents, pool.depths, pool.marginal_logprob,
-                                             pool.path_logprob, rows, self.child, self.parent, self.other_parent,
-                                             self.edge_path, self.other_path, self.edge_w2, self.edge_b2,
-                                             self.other_w2, self.other_b2, h)
-        tokens, up = pool.tokens, pool.parents[1:]
-        depth = pool.depths[1:]
-        cum = pool.path_logprob[1:]
-        path = np.column_stack([pool.marginal_logprob[1:], cum, cum / depth])
-        x = self.child[tokens[1:]] + self.parent[tokens[up]] + rows[depth - 1, :h] + path @ self.edge_path
-        edge = _silu(x) @ self.edge_w2 + self.edge_b2
-        parents, group, n_children = parent_groups(pool)   # children of a parent at depth p sit on row p
-        y = (self.other_parent[tokens[parents]] + rows[pool.depths[parents], h:]
-             + np.column_stack([pool.path_logprob[parents], np.log(n_children)]) @ self.other_path)
-        other = _silu(y) @ self.other_w2 + self.other_b2
-        # the logits of this small MLP stay far from exp's float64 range, so no per-group maximum is
-        # subtracted (clipped to be sure)
-        edge_exp = np.exp(np.clip(edge, -700.0, 700.0))
-        total = np.exp(np.clip(other, -700.0, 700.0))
-        total += np.bincount(group, weights=edge_exp, minlength=len(total))
-        q = np.empty(len(tokens))
-        q[0] = 1.0
-        np.divide(edge_exp, total[group], out=q[1:])
-        return q
+        return kernels.scorer_edge_probs(pool.tokens, pool.parents, pool.depths, pool.marginal_logprob,
+                                         pool.path_logprob, rows, self.child, self.parent, self.other_parent,
+                                         self.edge_path, self.other_path, self.edge_w2, self.edge_b2,
+                                         self.other_w2, self.other_b2, self.width)
 
 
 def hidden_array(lattice: Lattice) -> np.ndarray:
@@ -278,10 +256,6 @@ def hidden_array(lattice: Lattice) -> np.ndarray:
         raise ValueError("the learned scorer needs the drafter's hidden states in the lattice")
     hidden = lattice.hidden
     return hidden.detach().float().cpu().numpy() if isinstance(hidden, torch.Tensor) else np.asarray(hidden)
-
-
-def _silu(x: np.ndarray) -> np.ndarray:
-    return x / (1.0 + np.exp(-x))
 
 
 # ------------------------------------------------------------------------------------ loss

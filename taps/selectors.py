@@ -32,7 +32,7 @@ from .cost_model import LatencyProfile
 from .estimate import Estimator
 from .policies import AR, DDTREE, DFLASH, ORACLE, TAPS, Policy, policy
 from .pool import Lattice, candidate_pool, ddtree_nodes, heap_tree, top_paths, tree_from_nodes
-from .subtree import reach_order, top_by_reach, utility_selection
+from .subtree import top_by_reach, utility_selection
 from .tree import DraftTree
 
 __all__ = ["RoundContext", "Selector", "make_selector", "top_by_reach", "ddtree_nodes", "utility_selection"]
@@ -117,13 +117,9 @@ class TapsSelector(Selector):
                                      cfg.endpoint_cap)
         size = min(cfg.budget, pool.size)
         cost = cfg.taps_mode == "cost" and ctx.profile is not None
-        if kernels.available:
-            times = ctx.profile.round_times(TAPS.run_label(cfg.estimator), size) if cost else _NO_TIMES
-            return kernels.top_by_reach(pool.reach, size, times)
-        order = reach_order(pool.reach)
-        if cost:
-            size = ctx.profile.best_size(pool.reach[order], size, TAPS.run_label(cfg.estimator))
-        return top_by_reach(pool.reach, size, order)
+        # sized (with the profile's round times) by the same kernel as LatencyProfile.best_size
+        times = ctx.profile.round_times(TAPS.run_label(cfg.estimator), size) if cost else _NO_TIMES
+        return kernels.top_by_reach(pool.reach, size, times)
 
 
 class OracleSelector(Selector):

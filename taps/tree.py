@@ -62,23 +62,13 @@ class DraftTree:
     def subtree(self, keep: np.ndarray) -> "DraftTree":
         """The tree restricted to node indices `keep` (must contain 0 and be prefix-closed)."""
         keep = np.asarray(keep, dtype=np.int64)
-        if kernels.available and keep.size and keep.min() == 0:
-            closed, *arrays = kernels.subtree(keep, self.tokens, self.parents, self.depths, self.ranks,
-                                              self.marginal_logprob, self.path_logprob, self.reach)
-            if not closed:
-                raise ValueError("subtree is not prefix-closed")
-            return DraftTree(*arrays)
-        keep = np.sort(keep)
-        if keep.size == 0 or keep[0] != 0:
+        if keep.size == 0 or keep.min() != 0:
             raise ValueError("a subtree must keep the root")
-        remap = np.full(len(self.tokens), -1, dtype=np.int64)
-        remap[keep] = np.arange(len(keep))
-        parents = np.where(self.parents[keep] >= 0, remap[np.maximum(self.parents[keep], 0)], -1)
-        if np.any(parents[1:] < 0):
+        closed, *arrays = kernels.subtree(keep, self.tokens, self.parents, self.depths, self.ranks,
+                                          self.marginal_logprob, self.path_logprob, self.reach)
+        if not closed:
             raise ValueError("subtree is not prefix-closed")
-        return DraftTree(tokens=self.tokens[keep], parents=parents, depths=self.depths[keep],
-                         ranks=self.ranks[keep], marginal_logprob=self.marginal_logprob[keep],
-                         path_logprob=self.path_logprob[keep], reach=self.reach[keep])
+        return DraftTree(*arrays)
 
     def children(self) -> list[dict[int, int]]:
         """For each node, a map child token -> child index."""
@@ -100,11 +90,7 @@ class DraftTree:
         return visible
 
     def is_prefix_closed(self) -> bool:
-        p = self.parents
-        if kernels.available:
-            return bool(kernels.prefix_closed(p, self.depths))
-        return bool(p[0] == -1 and np.all((p[1:] >= 0) & (p[1:] < np.arange(1, len(p))))
-                    and np.all(self.depths[1:] == self.depths[p[1:]] + 1))
+        return bool(kernels.prefix_closed(self.parents, self.depths))
 
     def verify_inputs(self, start: int, past_length: int, dtype: torch.dtype, device: torch.device):
         """input_ids [1, n+1], position_ids [1, n+1] and the additive mask [1, 1, n+1, past + n+1]."""

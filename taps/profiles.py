@@ -18,9 +18,9 @@ from .paths import cache_root
 
 def profile_key(pair) -> dict:
     """Everything that changes a profile: the format, the pair's contents, device, precision and
-    thread count, the drafter's inference precision, whether the selection work runs compiled
-    (numba) or in numpy (the per-round overheads differ), and which GEMM the target's linear layers
-    run (`taps.linear`)."""
+    thread count, the drafter's inference precision, the selection code (always numba's compiled
+    kernels now; the key keeps the entry so profiles saved before still match), and which GEMM the
+    target's linear layers run (`taps.linear`)."""
     device = torch.device(pair.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return {"format": PROFILE_FORMAT, "pair": pair.name, "fingerprint": getattr(pair, "fingerprint", ""),

@@ -18,8 +18,12 @@ FIELDS = ("token_ids", "tau", "rounds", "verified_nodes", "new_tokens")
 
 
 def rows(folder: str) -> dict[tuple, dict]:
+    path = Path(folder) / "rows.jsonl"
+    if not path.exists():
+        raise SystemExit(f"error: {path} does not exist: per-run rows are not kept in git; rerun the command on the "
+                         f"'Command' line of {folder}/summary.md into a fresh folder (python -m taps.bench ... --out DIR)")
     out = {}
-    for line in (Path(folder) / "rows.jsonl").read_text().splitlines():
+    for line in path.read_text().splitlines():
         r = json.loads(line)
         out[(r["prompt_id"], *group_key(r))] = r
     return out

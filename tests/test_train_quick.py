@@ -285,17 +285,18 @@ def test_unlikelihood_step_lowers_the_repeated_tokens_probability() -> None:
 
 
 @pytest.mark.parametrize("option, value, message", [
-    ("--steps", "0", "--steps 0: must be at least 1"),
-    ("--alpha", "-0.5", "--alpha -0.5: must be between 0 and 100"),
-    ("--ngram", "1", "--ngram 1: must be at least 2"),
-    ("--warmup-steps", "-3", "--warmup-steps -3: must be at least 0"),
-    ("--lr", "0", "--lr 0: must be between 1e-08 and 1"),
+    ("--steps", "0", "--steps must be at least 1, got 0"),
+    ("--alpha", "-0.5", "--alpha must be from 0.0 to 100.0, got -0.5"),
+    ("--ngram", "1", "--ngram must be at least 2, got 1"),
+    ("--warmup-steps", "-3", "--warmup-steps must be at least 0, got -3"),
+    ("--lr", "0", "--lr must be from 1e-08 to 1.0, got 0.0"),
 ])
 def test_unloop_refuses_out_of_range_options(tmp_path: Path, option: str, value: str, message: str) -> None:
-    """An out-of-range option is refused with its name and range before anything is read or moved."""
+    """An out-of-range option is refused with its name and range, as one line and exit status 2,
+    before anything is read or moved."""
     proc = subprocess.run([sys.executable, "-m", "taps.train", "unloop", "--out", str(tmp_path), option, value],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and proc.stderr == f"error: {message}\n", proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 

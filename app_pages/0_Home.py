@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app_pages import common as ui
-from taps.studio import viz
+from taps.studio import figures
 from taps.studio.app_state import pair_facts
 from taps.studio.toy import PRESETS, build_toy_tree, choose, descendants
 
@@ -36,7 +36,7 @@ with right:
     rejected, budget = 2, 8
     below = set(descendants(toy, rejected))
     lost = [len(below & set(choose(score, budget).tolist())) for score in (toy.path_marginal, toy.reach)]
-    ui.chart(viz.toy_tree_figure(toy, budget=budget, rejected=rejected), "home_toy_chart",
+    ui.chart(figures.toy_tree_figure(toy, budget=budget, rejected=rejected), "home_toy_chart",
              config={"displayModeBar": False})
     st.caption(f"A toy tree with a budget of {budget} nodes. Suppose the target rejects '{toy.labels[rejected]}': "
                f"everything below it is waste. DDTree (left) put {lost[0]} nodes there, TAPS (right) {lost[1]}.")

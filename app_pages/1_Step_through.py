@@ -7,7 +7,7 @@ from app_pages import widgets as app_widgets
 from taps.config import MAX_BUDGET, check_value
 from taps.record import STAGES
 from taps.session import uses_profile
-from taps.studio import viz
+from taps.studio import figures
 from taps.studio.app_state import profile_needed, rounds_table
 from taps.studio.export import ExportError
 from taps.studio.lesson import STAGE_TITLES, prompt_excerpt, run_uses_profile
@@ -187,12 +187,12 @@ def views(record) -> None:
         if tabs[0].open is not False:
             if not on_stage:
                 cols = st.columns([3, 1])
-                cols[0].radio("Colour nodes by", list(viz.COLOR_MODES), horizontal=True,
-                              format_func=viz.COLOR_MODES.get, key="step_color_by")
+                cols[0].radio("Colour nodes by", list(figures.COLOR_MODES), horizontal=True,
+                              format_func=figures.COLOR_MODES.get, key="step_color_by")
                 cols[1].number_input("Pool nodes drawn at most", min_value=0, max_value=800, step=20,
                                      key="step_pool_shown")
-            figure = viz.round_tree_figure(record, state["step_color_by"], int(state["step_pool_shown"]),
-                                           ui.tree_plot(), shown_prompt, run_config)
+            figure = figures.round_tree_figure(record, state["step_color_by"], int(state["step_pool_shown"]),
+                                               ui.tree_plot(), shown_prompt, run_config)
             ui.chart(figure, "step_tree_chart")
             if not on_stage:
                 st.caption("Look for: the thick path is what the target accepted; diamonds are siblings it rejected; "
@@ -206,10 +206,10 @@ def views(record) -> None:
             row.button("Next stage ▶", key="step_stage_next", on_click=move_stage, args=(1,), type="primary",
                        disabled=stage == STAGES[-1])
             row.markdown(" → ".join(f"**{STAGE_TITLES[s]}**" if s == stage else STAGE_TITLES[s] for s in STAGES))
-            ui.chart(viz.lesson_figure(record, stage, state["step_color_by"], int(state["step_pool_shown"]),
-                                       ui.tree_plot(reserve=64), shown_prompt, run_config), "step_lesson_chart")
+            ui.chart(figures.lesson_figure(record, stage, state["step_color_by"], int(state["step_pool_shown"]),
+                                           ui.tree_plot(reserve=64), shown_prompt, run_config), "step_lesson_chart")
             if stage == "select" and ctrl.profile is not None and uses_profile_dict(run_config, record):
-                ui.chart(viz.size_curve_figure(record, ctrl.profile), "step_size_chart",
+                ui.chart(figures.size_curve_figure(record, ctrl.profile), "step_size_chart",
                          config={"displayModeBar": False})
     with tabs[2]:
         if tabs[2].open:
@@ -227,8 +227,8 @@ def views(record) -> None:
             except ValueError as exc:
                 st.error(str(exc))
             else:
-                ui.chart(viz.ranking_comparison_figure(record, int(compare_at), plot=ui.tree_plot(reserve=72),
-                                                       prompt=shown_prompt), "step_compare_chart")
+                ui.chart(figures.ranking_comparison_figure(record, int(compare_at), plot=ui.tree_plot(reserve=72),
+                                                           prompt=shown_prompt), "step_compare_chart")
                 st.caption("Look for: diamonds (only the marginal product keeps them) sitting under an early "
                            "off-mode choice, and squares (only reach keeps them) along the target's path. Verdicts "
                            "come from hindsight: what the target chose this round.")
@@ -246,8 +246,9 @@ def uses_profile_dict(run_config: dict, record) -> bool:
 
 def exports(record, shown_prompt: str, run_config: dict) -> None:
     stem = f"taps-round{record.number}-{record.selector}-budget{record.budget}"
-    figure = viz.export_title(viz.round_tree_figure(record, state["step_color_by"], int(state["step_pool_shown"]),
-                                                    viz.DEFAULT_PLOT, shown_prompt, run_config), shown_prompt, record)
+    tree = figures.round_tree_figure(record, state["step_color_by"], int(state["step_pool_shown"]),
+                                     figures.DEFAULT_PLOT, shown_prompt, run_config)
+    figure = figures.export_title(tree, shown_prompt, record)
     st.caption(f"Files are named after the round; each figure's title carries the prompt "
                f"(“{prompt_excerpt(shown_prompt)}”), selector, estimator, budget and round.")
     cols = st.columns(5)
@@ -255,7 +256,7 @@ def exports(record, shown_prompt: str, run_config: dict) -> None:
         if col.button(f"Make the tree as {fmt.upper()}", key=f"step_make_{fmt}"):
             with st.spinner(f"Rendering the {fmt.upper()} (at most a minute)…"):
                 try:
-                    render = viz.figure_png if fmt == "png" else viz.figure_svg
+                    render = figures.figure_png if fmt == "png" else figures.figure_svg
                     state[f"step_{fmt}_file"] = (stem, render(figure))
                 except ExportError as exc:
                     state.pop(f"step_{fmt}_file", None)
@@ -265,7 +266,7 @@ def exports(record, shown_prompt: str, run_config: dict) -> None:
             col.download_button(f"Download {fmt.upper()}", data=made[1], file_name=f"{stem}.{fmt}",
                                 mime="image/png" if fmt == "png" else "image/svg+xml", key=f"step_dl_{fmt}",
                                 on_click="ignore")
-    cols[2].download_button("Tree as HTML", data=lambda: viz.figure_html(figure), file_name=f"{stem}.html",
+    cols[2].download_button("Tree as HTML", data=lambda: figures.figure_html(figure), file_name=f"{stem}.html",
                             mime="text/html", key="step_dl_html", on_click="ignore")
     cols[3].download_button("Run as JSON", data=ctrl.run_file(pair.name), file_name="taps-run.json",
                             mime="application/json", key="step_dl_json", on_click="ignore")

@@ -10,7 +10,7 @@ from app_pages import common as ui
 from taps.config import MAX_BUDGET, check_value
 from taps.eval.metrics import summarize
 from taps.policies import AR, ORACLE, names
-from taps.studio import viz
+from taps.studio import figures
 from taps.studio.app_state import race as run_race
 from taps.studio.app_state import results_frame, sweep_frame
 from taps.studio.app_state import sweep as run_sweep
@@ -58,7 +58,7 @@ def image_buttons(figure, stem: str, key: str) -> None:
     if st.button("Make PNG", key=f"{key}_make_png"):
         with st.spinner("Rendering the PNG (at most a minute)…"):
             try:
-                state[f"{key}_png"] = (stem, viz.figure_png(figure))
+                state[f"{key}_png"] = (stem, figures.figure_png(figure))
             except ExportError as exc:
                 state.pop(f"{key}_png", None)
                 st.error(f"No PNG: {exc}")
@@ -103,7 +103,7 @@ if st.button("Race", key="race_btn", type="primary"):
 result = state.get("race_result")
 if result:
     summary = summarize_runs(result["runs"], model)
-    figure = viz.race_figure(summary, model_label)
+    figure = figures.race_figure(summary, model_label)
     ui.chart(figure, "race_chart")
     for note in spread_notes(summary, result["load"]):
         st.warning(note)
@@ -123,8 +123,8 @@ if result:
     cols[0].download_button("Race results as CSV", data=results_frame(summary).to_csv(index=False),
                             file_name="taps-race.csv", mime="text/csv", key="race_dl_csv", on_click="ignore")
     with cols[1]:
-        image_buttons(viz.export_title(figure, result["prompt"], what=f"Race · estimator {estimator} · budget "
-                                                                      f"{budget}"),
+        image_buttons(figures.export_title(figure, result["prompt"], what=f"Race · estimator {estimator} · budget "
+                                                                          f"{budget}"),
                       f"taps-race-budget{budget}", "race")
 
 # ---------------------------------------------------------------- the sweep
@@ -155,7 +155,7 @@ result = state.get("sweep_result")
 if result:
     summary = summarize_runs(result["runs"], model)
     best = best_budgets(summary)
-    figure = viz.sweep_figure(summary, model_label, best)
+    figure = figures.sweep_figure(summary, model_label, best)
     ui.chart(figure, "sweep_chart")
     for note in spread_notes(summary, result["load"]):
         st.warning(note)
@@ -164,7 +164,7 @@ if result:
                "repeat beat the runner-up's fastest.")
     left, right = st.columns([3, 2])
     with left:
-        ui.chart(viz.tradeoff_figure(summary), "tradeoff_chart")
+        ui.chart(figures.tradeoff_figure(summary), "tradeoff_chart")
         st.caption("Look for: the steeper a curve, the more each verified node buys in accepted tokens.")
     with right:
         st.markdown("**Best budget per selector on this device**")
@@ -176,6 +176,6 @@ if result:
         st.download_button("Sweep as CSV", data=sweep_frame(frame.to_dict("records")).drop(
             columns=["round_counts", "round_shape"], errors="ignore").to_csv(index=False),
             file_name="taps-sweep.csv", mime="text/csv", key="sweep_dl_csv", on_click="ignore")
-        image_buttons(viz.export_title(figure, result["prompt"], what=f"Sweep · estimator {estimator} · budgets "
-                                                                       f"{', '.join(map(str, sorted(budgets)))}"),
+        image_buttons(figures.export_title(figure, result["prompt"], what=f"Sweep · estimator {estimator} · budgets "
+                                                                           f"{', '.join(map(str, sorted(budgets)))}"),
                       f"taps-sweep-{prompt_excerpt(result['prompt'], 12).replace('/', '_')}", "sweep")

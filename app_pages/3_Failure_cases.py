@@ -7,7 +7,7 @@ from app_pages import common as ui
 from taps.eval.prompts import humaneval_prompts, parse_prompt_text
 from taps.policies import DDTREE, TAPS
 from taps.session import uses_profile
-from taps.studio import viz
+from taps.studio import figures
 from taps.studio.app_state import profile_needed
 from taps.studio.failures import KINDS, display_name, find_failures
 
@@ -123,24 +123,24 @@ if report is not None:
             st.switch_page("app_pages/1_Step_through.py")
         state.setdefault("fail_color_by", "reach")
         ui.keep("fail_color_by")
-        color_by = st.radio("Colour nodes by", list(viz.COLOR_MODES), horizontal=True,
-                            format_func=viz.COLOR_MODES.get, key="fail_color_by")
+        color_by = st.radio("Colour nodes by", list(figures.COLOR_MODES), horizontal=True,
+                            format_func=figures.COLOR_MODES.get, key="fail_color_by")
         tabs = st.tabs(["TAPS's round"] + [f"{display_name(name, capital=True)}'s round (same position)"
                                            for name in case.others] + ["Marginal vs path-conditioned"])
         plot = ui.tree_plot()
         with tabs[0]:
-            ui.chart(viz.round_tree_figure(case.taps_round, color_by, plot=plot, prompt=case.prompt,
-                                           config=report.config), "fail_tree_chart")
+            ui.chart(figures.round_tree_figure(case.taps_round, color_by, plot=plot, prompt=case.prompt,
+                                               config=report.config), "fail_tree_chart")
         for tab, (name, other) in zip(tabs[1:], case.others.items()):
             with tab:
                 if other is None:
                     st.caption(f"{display_name(name, capital=True)} could not run from this position "
                                "(the context is full).")
                 else:
-                    ui.chart(viz.round_tree_figure(other, color_by, plot=plot, prompt=case.prompt,
-                                                   config=report.config), f"fail_{name}_chart")
+                    ui.chart(figures.round_tree_figure(other, color_by, plot=plot, prompt=case.prompt,
+                                                       config=report.config), f"fail_{name}_chart")
         with tabs[-1]:
-            ui.chart(viz.ranking_comparison_figure(case.taps_round, plot=plot, prompt=case.prompt),
+            ui.chart(figures.ranking_comparison_figure(case.taps_round, plot=plot, prompt=case.prompt),
                      "fail_compare_chart")
         st.download_button("Cases as CSV", data=pd.DataFrame([c.row() for c in report.cases]).to_csv(index=False),
                            file_name="taps-failures.csv", mime="text/csv", key="fail_dl_csv", on_click="ignore")

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app_pages import common as ui
-from taps.studio import viz
+from taps.studio import figures
 from taps.studio.toy import (
     PRESETS,
     acceptance_curve,
@@ -66,7 +66,7 @@ with controls:
 
 by_marginal, by_reach = choose(tree.path_marginal, budget), choose(tree.reach, budget)
 with picture:
-    ui.chart(viz.toy_tree_figure(tree, budget, rejected or None), "learn_tree_chart")
+    ui.chart(figures.toy_tree_figure(tree, budget, rejected or None), "learn_tree_chart")
     st.caption("Look for: nodes below a non-favourite token keep a high marginal product (left) but a low "
                "reach (right), so TAPS spends those nodes along the favourite path instead.")
 
@@ -85,7 +85,7 @@ else:
 
 left, right = st.columns(2)
 with left:
-    ui.chart(viz.toy_curve_figure(acceptance_curve(tree, 30), budget), "learn_curve_chart",
+    ui.chart(figures.toy_curve_figure(acceptance_curve(tree, 30), budget), "learn_curve_chart",
              config={"displayModeBar": False})
     st.caption("Look for: the gap between the lines is what path conditioning buys; it closes as the "
                "off-mode factor goes to 1, where the marginals are the truth.")

@@ -188,7 +188,7 @@ def tree_plot(share: float = 1.0, reserve: int = 0) -> Plot:
 
 
 def chart(fig, key: str, **options) -> None:
-    from taps.studio.viz import PLOT_CONFIG
+    from taps.studio.figures import PLOT_CONFIG
 
     st.plotly_chart(fig, key=key, theme=None, config=options.pop("config", PLOT_CONFIG), **options)
 

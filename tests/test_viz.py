@@ -1,5 +1,6 @@
-"""The app's pure logic without streamlit: figures and exports (taps.studio.viz), hindsight and failure
-search (taps.studio.failures), pair sources, prompts, run files, counters, race and sweep (taps.studio.app_state)."""
+"""The app's pure logic without streamlit: figures and exports (taps.studio.figures, taps.studio.export),
+hindsight and failure search (taps.studio.failures), pair sources, prompts, run files, counters, race and
+sweep (taps.studio.app_state)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ pytest.importorskip("plotly", reason="the app's packages are not installed (a ba
 
 from conftest import fixed_profile, needs_png_export
 
-from taps import DecodeConfig, DecodeSession, PairError, Round, viz
+from taps import DecodeConfig, DecodeSession, PairError, Round
 from taps.eval.prompts import example_prompts, humaneval_prompts, parse_prompt_text
 from taps.record import validate_round
+from taps.studio import figures
 from taps.studio.app_state import (
     ArBaseline,
     load_pair_from_source,
@@ -94,19 +96,19 @@ def test_hindsight_on_a_known_round():
 
 def test_figures_of_a_known_round():
     record = synthetic_round()
-    fig = viz.round_tree_figure(record)
+    fig = figures.round_tree_figure(record)
     assert node_ids(traces(fig, "bonus: target's token")[0]) == {4}          # the bonus drawn once, on its node
     assert node_ids(traces(fig, "rejected-prefix waste")[0]) == {5}
     assert node_ids(traces(fig, "pool, not verified")[0]) == {6}
     labels = traces(fig, "token labels")[0]
     assert sorted(labels.text) == sorted(["r", "a", "b", "c", "e", "d"])
-    compare = viz.ranking_comparison_figure(record, 3)
+    compare = figures.ranking_comparison_figure(record, 3)
     assert node_ids(traces(compare, "only DDTree's pick")[0]) == {2}
     assert node_ids(traces(compare, "only TAPS's pick")[0]) == {6}
     assert node_ids(traces(compare, "picked by both")[0]) == {1, 3}
     assert "accepts 1, 0 under a rejected prefix" in compare.layout.title.subtitle.text
     assert "They differ on 2 nodes" in compare.layout.title.subtitle.text
-    same = viz.ranking_comparison_figure(record, 1)
+    same = figures.ranking_comparison_figure(record, 1)
     assert "they agree this round" in same.layout.title.subtitle.text and same.layout.meta["differ"] == 0
 
 
@@ -180,17 +182,17 @@ def test_find_failures_reports_cases(tiny_pair_f32):
 # ---------------------------------------------------------------------------- figures
 def test_tree_layout_centres_parents():
     parents, ranks = [-1, 0, 0, 1, 1, 2], [0, 0, 1, 0, 1, 0]
-    pos = viz.tree_positions(parents, ranks, range(6))
+    pos = figures.tree_positions(parents, ranks, range(6))
     assert [pos[v][0] for v in range(6)] == [0, 1, 1, 2, 2, 2]
     leaves = sorted(pos[v][1] for v in (3, 4, 5))
     assert leaves == [0.5, 1.5, 2.5]                       # one row apart
     assert pos[1][1] == 1.0 and pos[2][1] == 2.5 and pos[0][1] == 1.75
 
 
-@pytest.mark.parametrize("color_by", list(viz.COLOR_MODES))
+@pytest.mark.parametrize("color_by", list(figures.COLOR_MODES))
 def test_round_tree_figure_matches_the_round(tree_rounds, color_by):
     for record in tree_rounds:
-        fig = viz.round_tree_figure(record, color_by, max_pool_nodes=400)
+        fig = figures.round_tree_figure(record, color_by, max_pool_nodes=400)
         verified = set().union(*(node_ids(t) for name in ("root: last token", "accepted", "rejected sibling",
                                                          "rejected-prefix waste") for t in traces(fig, name)))
         assert verified == set(record.selected)
@@ -204,7 +206,7 @@ def test_round_tree_figure_matches_the_round(tree_rounds, color_by):
         assert len(path.x) == 3 * len(record.accepted)
         bonus = traces(fig, "bonus: target's token")
         assert len(bonus) == 1 and len(bonus[0].x) == 1
-        held = viz.bonus_node(record)
+        held = figures.bonus_node(record)
         assert held is None or node_ids(bonus[0]) == {held}
         drawn = set().union(*(node_ids(t) for t in fig.data if t.mode and "markers" in t.mode))
         drawn -= {len(record.pool_tokens)}                                               # a bonus of its own
@@ -219,15 +221,16 @@ def test_round_tree_figure_matches_the_round(tree_rounds, color_by):
             assert f"{meta['left_out']} of" in fig.layout.title.subtitle.text
         if color_by == "target":
             pool = traces(fig, "pool, not verified")
-            assert not pool or not pool[0].x or pool[0].marker.color == viz.PALETTE["grey"]
+            assert not pool or not pool[0].x or pool[0].marker.color == figures.PALETTE["grey"]
 
 
 def test_small_trees_smaller_than_the_budget_say_why():
     from taps.studio.lesson import size_explanation
 
     record = synthetic_round()                                                   # budget 4, verified 4
-    assert "chose" not in viz.round_tree_figure(record, config={"taps_mode": "cost"}).layout.title.subtitle.text
-    text = viz.round_tree_figure(synthetic_round(budget=32), config={"taps_mode": "cost"}).layout.title.subtitle.text
+    assert "chose" not in figures.round_tree_figure(record, config={"taps_mode": "cost"}).layout.title.subtitle.text
+    bigger = figures.round_tree_figure(synthetic_round(budget=32), config={"taps_mode": "cost"})
+    text = bigger.layout.title.subtitle.text
     assert "The cost model chose 4 nodes of a budget of 32: expected tokens per second peaks there." in text
     assert "pool held only 4 nodes" in size_explanation(replace(record, budget=32, pool_tokens=[1] * 5), {})
     assert "utility rule" in size_explanation(replace(record, budget=32), {"taps_mode": "utility"})
@@ -238,19 +241,19 @@ def test_round_tree_figure_limits_the_pool_and_fits_its_plot(tree_rounds):
     from taps.studio.layout import Plot
 
     record = max(tree_rounds, key=lambda r: len(r.pool_tokens))
-    fig = viz.round_tree_figure(record, "reach", max_pool_nodes=20)
+    fig = figures.round_tree_figure(record, "reach", max_pool_nodes=20)
     assert fig.layout.meta["shown_nodes"] <= max(20, len(record.selected) + 1) + 20
     for plot in (Plot(1240, 420), Plot(900, 600), Plot(1560, 700)):
-        fig = viz.round_tree_figure(record, "reach", max_pool_nodes=100, plot=plot)
+        fig = figures.round_tree_figure(record, "reach", max_pool_nodes=100, plot=plot)
         assert fig.layout.height <= plot.height
     with pytest.raises(ValueError, match="colour by"):
-        viz.round_tree_figure(record, "rainbow")
+        figures.round_tree_figure(record, "rainbow")
 
 
 def test_lesson_figures_walk_the_stages(tree_rounds):
     record = max((r for r in tree_rounds if r.selector == "taps"), key=lambda r: r.verified_nodes)
     for n, stage in enumerate(("draft", "pool", "estimate", "select", "verify", "commit"), start=1):
-        fig = viz.lesson_figure(record, stage, prompt="def f(x):")
+        fig = figures.lesson_figure(record, stage, prompt="def f(x):")
         assert fig.layout.title.text.startswith(f"<b>Round {record.number} · {n} of 6")
         assert fig.layout.title.subtitle.text and fig.layout.meta["stage"] == stage
         names = {t.name for t in fig.data}
@@ -259,12 +262,19 @@ def test_lesson_figures_walk_the_stages(tree_rounds):
         if stage == "select":
             assert node_ids(traces(fig, "picked for verifying")[0]) == set(record.selected) - {0}
     with pytest.raises(ValueError, match="unknown stage"):
-        viz.round_tree_figure(record, stage="plan")
+        figures.lesson_figure(record, "plan")
+    with pytest.raises(ValueError, match="pool or estimate"):
+        figures.pool_figure(record, "select")
+    with pytest.raises(ValueError, match="verify or commit"):
+        figures.verdict_figure(record, "pool")
+    whole, commit = figures.round_tree_figure(record), figures.verdict_figure(record, "commit")
+    assert [t.name for t in whole.data] == [t.name for t in commit.data]          # the same drawing, retitled
+    assert [list(t.x or []) for t in whole.data] == [list(t.x or []) for t in commit.data]
 
 
 def test_ranking_comparison_figure(tree_rounds):
     record = next(r for r in tree_rounds if r.selector == "taps")
-    fig = viz.ranking_comparison_figure(record, 8)
+    fig = figures.ranking_comparison_figure(record, 8)
     comparison = compare_rankings(record, 8)
     picked = set().union(*(node_ids(t) for name in ("picked by both", "only DDTree's pick", "only TAPS's pick")
                            for t in traces(fig, name)))
@@ -292,27 +302,65 @@ def test_other_figures(tree_rounds):
 
     preset = PRESETS["Two good openings"]
     tree = build_toy_tree(preset.marginals, preset.off_mode_factor, preset.tokens)
-    fig = viz.toy_tree_figure(tree, 8, rejected=2)
+    fig = figures.toy_tree_figure(tree, 8, rejected=2)
     assert len(traces(fig, "picked but unreachable (waste)")) == 2
-    assert len(viz.toy_curve_figure(acceptance_curve(tree, 10)).data) == 2
+    assert len(figures.toy_curve_figure(acceptance_curve(tree, 10)).data) == 2
     rows = summary_rows()
-    race = viz.race_figure(rows[:2], "fixed profile")
+    race = figures.race_figure(rows[:2], "fixed profile")
     assert list(race.data[0].text) == ["1.00×", "1.60×"]
     assert list(race.data[1].error_y.array) == pytest.approx([1 / 50, 2 / 50])
     label = race.data[2]                                  # the measured medians, above the whiskers
     assert list(label.text) == ["1.00×", "1.60×"] and list(label.y) == pytest.approx([51 / 50, 82 / 50])
     best = best_budgets(rows)
-    sweep_fig = viz.sweep_figure(rows, "fixed profile", best)
+    sweep_fig = figures.sweep_figure(rows, "fixed profile", best)
     star = [t for t in sweep_fig.data if t.marker.symbol == "star"][0]
     assert list(star.x) == [4]
-    trade = viz.tradeoff_figure(rows)
+    trade = figures.tradeoff_figure(rows)
     assert list(trade.data[0].x) == [4.0, 8.0] and list(trade.data[0].y) == [1.0, 1.5]
-    assert len(viz.stage_share_figure({"verify": 0.5, "draft": 0.5}).data) == 6
+    assert len(figures.stage_share_figure({"verify": 0.5, "draft": 0.5}).data) == 6
+
+
+def test_bench_plots_share_the_app_style():
+    from taps.policies import REGISTRY
+
+    rows = [{"budget": b, "tau": t} for b, t in ((4, 1.5), (8, 2.0))]
+    series = {"ddtree": rows, "taps/marginal": rows, "taps/online": rows, "oracle": rows, "mine": rows}
+    fig = figures.budget_figure(series, "tau", "tau", "a title", baseline=1.0)
+    drawn = {t.name: t for t in fig.data}
+    for name in ("ddtree", "taps/online", "oracle"):
+        policy = REGISTRY[name.split("/")[0]]
+        assert drawn[name].line.color == drawn[name].marker.color == policy.colour
+        assert drawn[name].marker.symbol == policy.symbol
+    assert drawn["mine"].line.color == figures.PALETTE["grey"]                 # no registered policy
+    assert drawn["taps/marginal"].line.dash != drawn["taps/online"].line.dash   # one policy's runs told apart
+    assert drawn["oracle"].line.dash == "dot"                                    # hindsight
+    sized = figures.budget_figure({"ddtree (cost)": [dict(row, selector="ddtree") for row in rows]}, "tau", "tau", "")
+    assert sized.data[0].line.color == REGISTRY["ddtree"].colour                 # a size choice in the name
+    race = figures.race_figure(summary_rows()[:2])
+    assert list(race.data[0].marker.color) == [REGISTRY["ar"].colour, REGISTRY["ddtree"].colour]
+
+
+def test_a_plot_that_cannot_be_rendered_is_written_as_html(tmp_path, monkeypatch, capsys):
+    """No kaleido or browser: the bench and profile plots fall back to HTML with a warning, never an error."""
+    from taps.eval import bench
+    from taps.studio import export
+
+    def fail(*args, **kwargs):
+        raise export.ExportError("the PNG export failed: no browser")
+
+    monkeypatch.setattr(export, "render_image", fail)
+    rows = [{"selector": "ar", "estimator": "none", "budget": 1, "mode": "", "tau": 1.0, "tokens_per_s": 50.0},
+            {"selector": "ddtree", "estimator": "marginal", "budget": 4, "mode": "budget", "tau": 2.0,
+             "tokens_per_s": 80.0}]
+    paths = bench.write_plots(rows, tmp_path, "a title")
+    assert [p.name for p in paths] == ["tau_vs_budget.html", "tokens_per_s_vs_budget.html"]
+    assert all(p.exists() for p in paths) and not list(tmp_path.glob("*.png"))
+    assert "tau_vs_budget.png not written (the PNG export failed: no browser)" in capsys.readouterr().err
 
 
 def test_text_html_escapes_and_marks_rounds(tree_rounds):
     rounds = [r for r in tree_rounds if r.selector == "ddtree"]
-    page = viz.run_text_html("<b>prompt</b>", rounds, current=rounds[0].index)
+    page = figures.run_text_html("<b>prompt</b>", rounds, current=rounds[0].index)
     assert "&lt;b&gt;prompt&lt;/b&gt;" in page
     assert page.count('title="round ') == len(rounds)
     assert page.count("outline:3px") == 1
@@ -323,13 +371,13 @@ def test_text_html_escapes_and_marks_rounds(tree_rounds):
 @needs_png_export
 def test_exports(tree_rounds):
     record = tree_rounds[0]
-    fig = viz.export_title(viz.round_tree_figure(record), "def f(x):\n", record)
+    fig = figures.export_title(figures.round_tree_figure(record), "def f(x):\n", record)
     title = fig.layout.title.text
     assert all(part in title for part in (f"Round {record.number}", f"selector {record.selector}",
                                           f"estimator {record.estimator}", f"budget {record.budget}", "def␣f(x):"))
-    assert viz.figure_png(fig)[:8] == b"\x89PNG\r\n\x1a\n"
-    assert b"<svg" in viz.figure_svg(fig)[:200]
-    page = viz.figure_html(fig)
+    assert figures.figure_png(fig)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in figures.figure_svg(fig)[:200]
+    page = figures.figure_html(fig)
     assert "<html>" in page[:40] and "plotly" in page and len(page) > 1_000_000
 
 
@@ -340,7 +388,7 @@ def test_an_export_that_overruns_is_stopped_with_its_browser(tree_rounds):
     from taps.studio.export import ExportError
 
     with pytest.raises(ExportError, match="did not finish within 1 s and was stopped"):
-        viz.figure_png(viz.round_tree_figure(tree_rounds[0]), timeout_s=1.0)
+        figures.figure_png(figures.round_tree_figure(tree_rounds[0]), timeout_s=1.0)
     alive = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout.splitlines()
     assert not [line for line in alive if "taps.studio.export" in line and not line.startswith("Z")]
 

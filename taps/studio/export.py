@@ -1,6 +1,8 @@
-"""Figure images (PNG, SVG) that never hang the app: kaleido renders them with a headless Chromium
-in a child process of its own session, and a render that overruns its time limit is stopped, the
-whole process group with it (no browser is left behind), with a message saying what to do.
+"""Figure files that never hang the app or a bench: kaleido renders PNG and SVG with a headless
+Chromium in a child process of its own session, and a render that overruns its time limit is
+stopped, the whole process group with it (no browser is left behind), with a message saying what
+to do. Every image the app offers and every plot `python -m taps.bench` / `taps.profile` writes
+goes through here; standalone HTML needs no browser.
 
     python -m taps.studio.export png WIDTH HEIGHT SCALE < figure.json > figure.png   (what the child runs)
 """
@@ -77,6 +79,55 @@ def render_image(fig, fmt: str, width: int, height: int, scale: float = 1.0, tim
         reason = errors.decode("utf-8", "replace").strip().splitlines()
         raise ExportError(f"the {fmt.upper()} export failed: {reason[-1] if reason else 'no image came back'}")
     return image
+
+
+def figure_png(fig, width: int = 1600, scale: float = 1.0, timeout_s: float = 60.0) -> bytes:
+    """A PNG of the figure, as wide as `width` and as tall as its layout says: ExportError with the
+    reason when kaleido fails or overruns `timeout_s`."""
+    return render_image(fig, "png", width=width, height=int(fig.layout.height or 700), scale=scale,
+                        timeout_s=timeout_s)
+
+
+def figure_svg(fig, width: int = 1600, timeout_s: float = 60.0) -> bytes:
+    return render_image(fig, "svg", width=width, height=int(fig.layout.height or 700), timeout_s=timeout_s)
+
+
+def figure_html(fig) -> str:
+    """A standalone HTML page holding the interactive figure (plotly.js inlined: works offline)."""
+    return fig.to_html(include_plotlyjs=True, full_html=True)
+
+
+def export_title(fig, prompt: str, record=None, what: str = ""):
+    """A copy of `fig` whose title names what a file needs to stand alone: the prompt, and the
+    round's selector, estimator, budget and number (or `what` for figures of many runs)."""
+    import plotly.graph_objects as go
+
+    from .figures.style import escape
+    from .lesson import prompt_excerpt
+
+    copy = go.Figure(fig)
+    if record is not None:
+        what = (f"Round {record.number} · selector {record.selector} · estimator {record.estimator} · "
+                f"budget {record.budget}")
+    copy.update_layout(title_text=f"<b>{escape(what)}</b> · prompt “{escape(prompt_excerpt(prompt, 60))}”")
+    return copy
+
+
+def save_image(fig, path: Path, width: int = 900, height: int = 520, scale: float = 2.0,
+               timeout_s: float = 120.0) -> Path:
+    """Write the figure to `path` (.png or .svg) within `timeout_s`; when it cannot be rendered (no
+    kaleido or Chromium, a render that overran), say why on stderr and write the figure as HTML
+    beside it instead (plotly.js from its CDN): a plot never fails a bench. Returns the path written."""
+    path = Path(path)
+    try:
+        path.write_bytes(render_image(fig, path.suffix.lstrip(".").lower(), width=width, height=height, scale=scale,
+                                      timeout_s=timeout_s))
+        return path
+    except ExportError as exc:
+        html_path = path.with_suffix(".html")
+        print(f"warning: {path.name} not written ({exc}); writing {html_path.name} instead", file=sys.stderr)
+        fig.write_html(html_path, include_plotlyjs="cdn")
+        return html_path
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,205 @@
+"""Charts of many runs: the race (speed-up per policy), the sweep (tau, modelled and measured speed
+against budget), acceptance against cost, the round's time by stage; and the bench's and the
+latency profile's plots (`python -m taps.bench`, `python -m taps.profile`), drawn in the same style
+so that a policy has the same colour, symbol and pattern in a bench PNG as in the app."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ...policies import AR, PALETTE
+from ...record import STAGES
+from .style import (
+    FONT,
+    STAGE_COLORS,
+    STAGE_PATTERNS,
+    escape,
+    is_baseline,
+    policy_colour,
+    policy_pattern,
+    policy_symbol,
+    run_policy,
+)
+
+
+def _spread_error(spreads) -> dict:
+    return dict(type="data", symmetric=False, array=[max(sp.high - sp.median, 0.0) for sp in spreads],
+                arrayminus=[max(sp.median - sp.low, 0.0) for sp in spreads], thickness=2.5, width=8,
+                color="#333333")
+
+
+def race_figure(summary: list[dict], profile_label: str = "") -> go.Figure:
+    """Modelled speed-up over AR (left: deterministic, under the named profile) beside the measured
+    one (right: the median over repeats, the whiskers the range), one bar per selector; AR at 1.
+    Each measured median is written above its whisker's top, where no whisker crosses it."""
+    repeats = max((row["repeats"] for row in summary), default=0)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(
+        f"modelled speed-up over {AR.label}" + (f"<br><sup>on {escape(profile_label)}'s latency profile</sup>"
+                                       if profile_label else ""),
+        f"measured speed-up over {AR.label}<br><sup>median of {repeats} repeats, range as whiskers</sup>"))
+    labels = [row["label"] for row in summary]
+    colors = [policy_colour(x) for x in labels]
+    patterns = [policy_pattern(x) for x in labels]
+    marker = dict(color=colors, pattern=dict(shape=patterns), line=dict(color="#000", width=1))
+    modelled = [row["modelled_speedup"] for row in summary]
+    fig.add_trace(go.Bar(x=labels, y=modelled, text=[f"{v:.2f}×" if v == v else "—" for v in modelled],
+                         textposition="outside", marker=marker, showlegend=False, name="modelled"), row=1, col=1)
+    spreads = [row["speedup"] for row in summary]
+    tops = [max(sp.high, sp.median) for sp in spreads]       # each whisker's top (the bar's, without one)
+    fig.add_trace(go.Bar(x=labels, y=[sp.median for sp in spreads], error_y=_spread_error(spreads),
+                         marker=marker, showlegend=False, name="measured"), row=1, col=2)
+    fig.add_trace(go.Scatter(x=labels, y=tops, mode="text",
+                             text=[f"{sp.median:.2f}×" for sp in spreads], textposition="top center",
+                             textfont=dict(size=16), showlegend=False, hoverinfo="skip", name="measured median"),
+                  row=1, col=2)
+    for col in (1, 2):
+        fig.add_hline(y=1.0, line=dict(color=PALETTE["grey"], dash="dash", width=2), row=1, col=col)
+    fig.update_yaxes(rangemode="tozero", title_text=f"× {AR.label}")
+    measured_tops = [top for top in tops if top == top]     # NaN-free
+    if measured_tops:                            # headroom for the labels above the whiskers
+        fig.update_yaxes(range=[0, 1.15 * max(max(measured_tops), 1.0)], row=1, col=2)
+    fig.update_traces(cliponaxis=False)
+    fig.update_layout(template="plotly_white", font=FONT, height=470, margin=dict(l=20, r=20, t=110, b=50),
+                      meta={"kind": "race"})
+    fig.update_annotations(font=dict(size=18))
+    return fig
+
+
+def sweep_figure(summary: list[dict], profile_label: str = "", best: list[dict] | None = None) -> go.Figure:
+    """Against budget, per selector: tau (left), the modelled speed-up under the named profile
+    (middle) and the measured tokens/s, median over repeats with the range (right). A best budget
+    is starred only where it beat the runner-up by more than the noise (`best`)."""
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=(
+        "τ: tokens per round", "modelled speed-up" + (f"<br><sup>on {escape(profile_label)}'s profile</sup>"
+                                                       if profile_label else ""),
+        "measured tokens/s<br><sup>median, range as whiskers</sup>"))
+    ar = [row for row in summary if is_baseline(row["selector"])]
+    clear = {row["selector"]: row for row in best or [] if row["clear"]}
+    for name in sorted({row["label"] for row in summary if not is_baseline(row["selector"])}):
+        mine = sorted((row for row in summary if row["label"] == name), key=lambda row: row["budget"])
+        style = dict(color=policy_colour(name))
+        marker = dict(symbol=policy_symbol(name), size=12, line=dict(color="#000", width=1), **style)
+        budgets = [row["budget"] for row in mine]
+        common = dict(mode="lines+markers", line=dict(width=3, **style), marker=marker, legendgroup=name)
+        fig.add_trace(go.Scatter(x=budgets, y=[row["tau"] for row in mine], name=name, **common), row=1, col=1)
+        fig.add_trace(go.Scatter(x=budgets, y=[row["modelled_speedup"] for row in mine], name=name, showlegend=False,
+                                 **common), row=1, col=2)
+        spreads = [row["tokens_per_s"] for row in mine]
+        fig.add_trace(go.Scatter(x=budgets, y=[sp.median for sp in spreads], error_y=_spread_error(spreads),
+                                 name=name, showlegend=False, **common), row=1, col=3)
+        winner = clear.get(name)
+        if winner is not None:
+            row = next(r for r in mine if str(r["budget"]) == winner["best budget (measured)"])
+            fig.add_trace(go.Scatter(x=[row["budget"]], y=[row["tokens_per_s"].median], mode="markers+text",
+                                     text=[f"best: {row['budget']}"], textposition="top center", legendgroup=name,
+                                     showlegend=False, name=f"{name} best",
+                                     hovertemplate=f"{name}: best budget {row['budget']}<extra></extra>",
+                                     marker=dict(symbol="star", size=24, color=style["color"],
+                                                 line=dict(color="#000", width=2))), row=1, col=3)
+    if ar:
+        fig.add_hline(y=1.0, line=dict(color=PALETTE["grey"], dash="dash", width=2), annotation_text=AR.label,
+                      annotation_position="bottom right", row=1, col=2)
+        fig.add_hline(y=ar[0]["tokens_per_s"].median, line=dict(color=PALETTE["grey"], dash="dash", width=3),
+                      annotation_text=AR.label, annotation_position="bottom right", row=1, col=3)
+    fig.update_xaxes(type="log", title_text="budget", dtick=math.log10(2))
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_layout(template="plotly_white", font=FONT, height=520, margin=dict(l=20, r=20, t=130, b=60),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.2, x=0), meta={"kind": "sweep"})
+    fig.update_annotations(font=dict(size=17))
+    return fig
+
+
+def tradeoff_figure(rows: list[dict]) -> go.Figure:
+    """Accepted draft tokens per round against verified nodes per round: what each node buys."""
+    fig = go.Figure()
+    for name in sorted({r["label"] for r in rows if not is_baseline(r["selector"])}):
+        mine = sorted((r for r in rows if r["label"] == name), key=lambda r: r["budget"])
+        rounds = [max(r["rounds"], 1) for r in mine]
+        fig.add_trace(go.Scatter(
+            x=[r["verified_nodes"] / n for r, n in zip(mine, rounds)],
+            y=[max(r["new_tokens"] - r["rounds"], 0) / n for r, n in zip(mine, rounds)],
+            text=[str(r["budget"]) for r in mine], textposition="top center", mode="lines+markers+text", name=name,
+            line=dict(color=policy_colour(name), width=3),
+            marker=dict(symbol=policy_symbol(name), size=12, line=dict(color="#000", width=1)),
+            hovertemplate=f"{name}<br>budget %{{text}}<br>verified %{{x:.1f}} nodes/round<br>"
+                          "accepted %{y:.2f} tokens/round<extra></extra>"))
+    fig.update_layout(template="plotly_white", font=FONT, height=520, margin=dict(l=20, r=20, t=60, b=130),
+                      title=dict(text="Acceptance against cost (labels: budget)", x=0),
+                      xaxis_title="verified draft nodes per round", yaxis_title="accepted draft tokens per round",
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    fig.update_xaxes(rangemode="tozero")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def stage_share_figure(shares: Mapping[str, float]) -> go.Figure:
+    """One stacked bar: the share of round time spent in each stage."""
+    fig = go.Figure()
+    for stage in STAGES:
+        share = float(shares.get(stage, 0.0))
+        fig.add_trace(go.Bar(x=[100 * share], y=["time"], orientation="h", name=f"{stage} {100 * share:.0f}%",
+                             marker=dict(color=STAGE_COLORS[stage], pattern=dict(shape=STAGE_PATTERNS[stage]),
+                                         line=dict(color="#000", width=1)),
+                             hovertemplate=f"{stage}: {100 * share:.1f}% of round time<extra></extra>"))
+    fig.update_layout(barmode="stack", template="plotly_white", font=FONT, height=170, showlegend=True,
+                      margin=dict(l=10, r=10, t=10, b=10),
+                      legend=dict(orientation="h", y=-0.25, x=0, traceorder="normal"),
+                      xaxis=dict(range=[0, 100], ticksuffix="%", showgrid=False), yaxis=dict(visible=False))
+    return fig
+
+
+# ---------------------------------------------------------------------------- bench and profile plots
+_DASHES = ("solid", "dash", "longdash", "dashdot")      # runs of one policy (TAPS's estimators) told apart
+
+
+def budget_figure(series: Mapping[str, list[dict]], metric: str, label: str, title: str,
+                  baseline: float | None = None) -> go.Figure:
+    """The bench's plot: `metric` against budget (log scale), one line per series (named by its run
+    label) in its policy's colour and symbol (the policy of its rows' `selector`, else of its name);
+    several series of one policy told apart by their dash, a hindsight policy (the oracle) dotted;
+    `baseline` (AR's value) a dashed grey line."""
+    fig = go.Figure()
+    budgets = sorted({r["budget"] for items in series.values() for r in items})
+    seen: dict[str, int] = {}
+    for name, items in series.items():
+        items = sorted(items, key=lambda r: r["budget"])
+        run = items[0].get("selector", name) if items else name      # the rows' selector, else the name's
+        found = run_policy(run)
+        nth = seen[found.name if found else name] = seen.get(found.name if found else name, -1) + 1
+        dash = "dot" if found is not None and found.hindsight else _DASHES[nth % len(_DASHES)]
+        colour = policy_colour(run)
+        fig.add_trace(go.Scatter(x=[r["budget"] for r in items], y=[r[metric] for r in items], name=name,
+                                 mode="lines+markers", line=dict(color=colour, width=3, dash=dash),
+                                 marker=dict(symbol=policy_symbol(run), size=11, color=colour,
+                                             line=dict(color="#000", width=1))))
+    if baseline is not None:
+        fig.add_hline(y=baseline, line=dict(color=PALETTE["grey"], dash="dash", width=2), annotation_text=AR.label,
+                      annotation_position="bottom right")
+    fig.update_layout(template="plotly_white", font=dict(FONT, size=15), margin=dict(l=70, r=20, t=60, b=60),
+                      title=dict(text=f"{label} vs budget: {escape(title)}", x=0.01, font=dict(size=17)),
+                      xaxis={"title": "budget (draft nodes verified per round)", "type": "log",
+                             "tickvals": budgets, "ticktext": [str(b) for b in budgets]},
+                      yaxis={"title": label, "rangemode": "tozero"}, legend={"title": "selector"})
+    return fig
+
+
+def verify_latency_figure(profile) -> go.Figure:
+    """A latency profile's verify time (fitted medians) against tree size, the drafter's pass as a
+    dashed grey line."""
+    fig = go.Figure(go.Scatter(x=list(profile.sizes), y=[1000 * s for s in profile.verify_s], mode="lines+markers",
+                               name="verify (target tree forward)", line=dict(color=PALETTE["blue"], width=3),
+                               marker=dict(size=7, color=PALETTE["blue"])))
+    if profile.draft_s > 0:
+        fig.add_hline(y=1000 * profile.draft_s, line=dict(color=PALETTE["grey"], dash="dash", width=2),
+                      annotation_text="drafter pass", annotation_position="top left")
+    fig.update_layout(template="plotly_white", font=dict(FONT, size=15), margin=dict(l=70, r=20, t=60, b=60),
+                      title=dict(text=f"Verify latency vs tree size: {escape(str(profile.pair))} on "
+                                      f"{escape(str(profile.device))}, {profile.context_length} cached tokens",
+                                 x=0.01, font=dict(size=17)),
+                      xaxis_title="tree size (draft nodes verified)",
+                      yaxis={"title": "milliseconds (median)", "rangemode": "tozero"})
+    return fig

@@ -43,6 +43,7 @@ import platform
 import shlex
 import sys
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -54,7 +55,7 @@ from tqdm import tqdm
 from ..config import DDTREE_MODES, TAPS_MODES, field_spec
 from ..cost_model import LatencyProfile
 from ..estimate import ESTIMATORS
-from ..policies import AR, DDTREE, DFLASH, ORACLE, REGISTRY, TAPS, names
+from ..policies import AR, DDTREE, DFLASH, REGISTRY, TAPS, Policy, label_policy, names
 from ..profiles import profile_path, saved_profile
 from ..session import uses_profile
 from . import measure
@@ -77,6 +78,12 @@ DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperat
                           "top_k", "beam_width", "pool_cap", "ignore_eos", "score_cap",
                           "threads")
 AR_KEY = AR_JOB.key
+
+
+def _is_baseline(selector: str) -> bool:
+    """Whether rows of this selector are the baseline every speed-up divides by (AR)."""
+    found = label_policy(selector)
+    return found is not None and found.baseline
 
 
 # ---------------------------------------------------------------------------------------- prompts
@@ -167,7 +174,7 @@ def summarise(rows: list[dict], selectors: list[str]) -> list[dict]:
     for entry in summary:
         key = (entry["selector"], entry["estimator"], entry["budget"], entry["mode"])
         items = [r for r in rows if group_key(r) == key]
-        if entry["selector"] != AR.name and all("ar_time_s" in r for r in items):
+        if not _is_baseline(entry["selector"]) and all("ar_time_s" in r for r in items):
             ar_time = sum(r["ar_time_s"] for r in items)
             ar_rate = sum(r["ar_new_tokens"] for r in items) / ar_time if ar_time > 0 else 0.0
             entry["speedup_vs_ar"] = speedup(entry["tokens_per_s"], ar_rate)
@@ -183,15 +190,18 @@ def taps_comparison(summary: list[dict]) -> list[dict]:
     """Per TAPS estimator: its best tokens/s (over its budgets and size choices) over DFlash's best
     and over DDTree's best (over DDTree's budgets and size choices), and TAPS's best at that same
     budget over DDTree there (all ratios within this run)."""
-    def best(selector: str, estimator: str | None = None) -> dict | None:
-        items = [r for r in summary if r["selector"] == selector and estimator in (None, r["estimator"])]
+    def of(run: Policy) -> list[dict]:
+        return [r for r in summary if label_policy(r["selector"]) is run]
+
+    def best(run: Policy, estimator: str | None = None) -> dict | None:
+        items = [r for r in of(run) if estimator in (None, r["estimator"])]
         return max(items, key=lambda r: r["tokens_per_s"], default=None)
 
-    dflash, ddtree = best(DFLASH.name), best(DDTREE.name)
+    dflash, ddtree = best(DFLASH), best(DDTREE)
     out = []
-    for estimator in dict.fromkeys(r["estimator"] for r in summary if r["selector"] == TAPS.name):
-        taps = best(TAPS.name, estimator)
-        same = max((r for r in summary if r["selector"] == TAPS.name and r["estimator"] == estimator
+    for estimator in dict.fromkeys(r["estimator"] for r in of(TAPS)):
+        taps = best(TAPS, estimator)
+        same = max((r for r in of(TAPS) if r["estimator"] == estimator
                     and ddtree is not None and r["budget"] == ddtree["budget"]),
                    key=lambda r: r["tokens_per_s"], default=None)
         out.append({
@@ -283,8 +293,9 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
               "| waste | select share | lossless | prompts |",
               "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for r in summary:
-        budget = "-" if r["selector"] == AR.name else str(r["budget"])
-        estimator = r["estimator"] if r["selector"] == TAPS.name else "-"
+        run = label_policy(r["selector"])
+        budget = "-" if run is not None and run.baseline else str(r["budget"])
+        estimator = r["estimator"] if run is not None and run.uses_estimator else "-"
         lines.append(f"| {r['selector']} | {estimator} | {budget} | {r.get('mode') or '-'} | {r['tau']:.2f} | "
                      f"{r['tokens_per_s']:.1f} | "
                      f"{r['speedup_vs_ar']:.2f}x | {_iqr(r)} | {100 * r['waste_share']:.1f}% | "
@@ -323,50 +334,32 @@ def _series(summary: list[dict]) -> dict[str, list[dict]]:
                if len({r["mode"] for r in summary if r["selector"] == sel}) > 1}
     series: dict[str, list[dict]] = {}
     for r in summary:
-        if r["selector"] != AR.name:
+        if not _is_baseline(r["selector"]):
             name = run_label(r["selector"], r["estimator"]) + (f" ({r['mode']})" if r["selector"] in several else "")
             series.setdefault(name, []).append(r)
     return series
 
 
 def write_plots(summary: list[dict], out: Path, title: str) -> list[Path]:
-    """tau and tokens/s against budget (log scale), AR as a dashed line; PNG via kaleido
-    (HTML when no browser is there for kaleido to use; none when plotly is not installed, as on a
-    bare GPU server)."""
+    """tau and tokens/s against budget (log scale), AR as a dashed line, drawn in the app's style
+    (`taps.studio.figures.charts.budget_figure`: a selector has the same colour and symbol as in the
+    app) and written through the time-limited export (`taps.studio.export.save_image`): HTML instead
+    of a PNG when kaleido or its browser is missing, none when plotly is not installed (a bare GPU
+    server). A plot never fails the sweep."""
     try:
-        import plotly.graph_objects as go
-        import plotly.io as pio
+        from ..studio.export import save_image
+        from ..studio.figures.charts import budget_figure
     except ImportError:
         print("warning: plotly is not installed; no plots written (rows and summary are complete)", file=sys.stderr)
         return []
 
-    budgets = sorted({r["budget"] for r in summary if r["selector"] != AR.name})
-    ar = next((r for r in summary if r["selector"] == AR.name), None)
-    figures, paths = [], []
+    series = _series(summary)
+    ar = next((r for r in summary if _is_baseline(r["selector"])), None)
+    paths = []
     for metric, label, name in (("tau", "tau (tokens per round)", "tau_vs_budget"),
                                 ("tokens_per_s", "tokens/s", "tokens_per_s_vs_budget")):
-        fig = go.Figure()
-        for series, items in _series(summary).items():
-            items = sorted(items, key=lambda r: r["budget"])
-            fig.add_trace(go.Scatter(x=[r["budget"] for r in items], y=[r[metric] for r in items], name=series,
-                                     mode="lines+markers",
-                                     line={"dash": "dot"} if series == ORACLE.name else None))
-        if ar is not None:
-            fig.add_hline(y=ar[metric], line_dash="dash", line_color="gray", annotation_text="AR",
-                          annotation_position="bottom right")
-        fig.update_layout(title=f"{label} vs budget: {title}", template="plotly_white",
-                          xaxis={"title": "budget (draft nodes verified per round)", "type": "log",
-                                 "tickvals": budgets, "ticktext": [str(b) for b in budgets]},
-                          yaxis={"title": label, "rangemode": "tozero"}, legend={"title": "selector"})
-        figures.append(fig)
-        paths.append(out / f"{name}.png")
-    try:
-        pio.write_images(figures, paths, width=900, height=520, scale=2)
-    except Exception as exc:   # kaleido needs a Chromium; keep the sweep's results regardless
-        print(f"warning: could not export PNG ({exc}); writing HTML plots instead", file=sys.stderr)
-        paths = [p.with_suffix(".html") for p in paths]
-        for fig, path in zip(figures, paths):
-            fig.write_html(path, include_plotlyjs="cdn")
+        fig = budget_figure(series, metric, label, title, baseline=None if ar is None else ar[metric])
+        paths.append(save_image(fig, out / f"{name}.png", width=900, height=520, scale=2))
     return paths
 
 
@@ -456,7 +449,22 @@ def run_bench(args) -> int:
         group.close()
 
 
-def _sweep(args, group: Group) -> int:
+@dataclass
+class _Plan:
+    """What a sweep runs: the suite's prompts that fit, the jobs, the pair and settings, the folder."""
+
+    suite: str
+    suite_size: int
+    chosen: list[dict]                # the prompts to run (those that fit, up to --limit)
+    skipped: list[dict]               # the prompts too long for the context
+    pair: object
+    config: object                    # the DecodeConfig every job's settings start from
+    jobs: list[Job]
+    out: Path
+
+
+def _plan(args) -> _Plan:
+    """Check the arguments, load the pair, plan the jobs and pick the prompts, before any run."""
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
     unknown = [s for s in args.selectors if s not in REGISTRY]
@@ -466,7 +474,7 @@ def _sweep(args, group: Group) -> int:
     pair = load_from_args(args)
     config = decode_config(args, taps_mode=args.taps_mode[0], ddtree_mode=args.ddtree_mode[0])
     estimators = args.estimators or ["marginal", "online"] + (["learned"] if pair.scorer is not None else [])
-    modes = {TAPS.name: args.taps_mode, DDTREE.name: args.ddtree_mode}
+    modes = {p.name: getattr(args, p.size_field) for p in REGISTRY.values() if p.size_field}
     jobs = plan_jobs(args.selectors, args.budgets, estimators, modes)
     for job in jobs:   # validate every setting before spending time
         job.settings(config).validate(pair)
@@ -475,16 +483,18 @@ def _sweep(args, group: Group) -> int:
     if not chosen:
         raise ValueError(f"no prompt of the {suite} suite leaves room for {args.max_new_tokens} new tokens in "
                          f"the model's {pair.max_context}-token context")
-    out = Path(args.out)
-    settings = _settings(args, pair)
+    return _Plan(suite, len(prompts), chosen, skipped, pair, config, jobs, Path(args.out))
 
-    # rank 0 reads the folder and decides what is left; every rank gets the same answer
+
+def _resume(group: Group, plan: _Plan, settings: dict) -> tuple[set[tuple], str]:
+    """The runs already in the folder and this run's id: rank 0 reads the folder (refusing one that
+    holds a sweep with other settings) and every rank gets the same answer."""
     state = None
     if group.rank == 0:
         try:
-            out.mkdir(parents=True, exist_ok=True)
-            _check_settings(out, settings)
-            previous = read_rows(out)
+            plan.out.mkdir(parents=True, exist_ok=True)
+            _check_settings(plan.out, settings)
+            previous = read_rows(plan.out)
             state = {"done": {(*key, row.get("prompt_sha")) for key, row in previous.items()},
                      "run_id": datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{uuid.uuid4().hex[:8]}"}
         except (ValueError, OSError) as exc:
@@ -492,81 +502,113 @@ def _sweep(args, group: Group) -> int:
     state = group.broadcast(state)
     if "error" in state:
         raise ValueError(state["error"])
-    run_id = state["run_id"]
-    work = pending_work(chosen, jobs, state["done"])
-    mine = work[group.rank::group.world]
+    return state["done"], state["run_id"]
 
-    profile, profile_source = None, ""
-    if any(uses_profile(job.settings(config)) for job in jobs):
-        found = _sweep_profile(args, pair, max(args.budgets)) if group.rank == 0 else None
-        profile, profile_source = group.broadcast(found)
 
-    stream = sys.stderr if group.rank == 0 else io.StringIO()
-    total = sum(1 + len(left) for _, left in mine)
-    if group.rank == 0:
-        planned = len(chosen) * (1 + len(jobs))
-        print(f"# {suite}: {len(chosen)} prompt(s) x {1 + len(jobs)} runs = {planned}; "
-              f"{planned - sum(1 + len(left) for _, left in work)} already in {out}; pair {pair.name} on "
-              f"{pair.device}" + (f", {group.world} processes" if group.world > 1 else ""), file=stream)
+def _shared_profile(args, group: Group, plan: _Plan) -> tuple[LatencyProfile | None, str]:
+    """Rank 0's latency profile (and where it came from) on every rank, when a job sizes trees by one."""
+    if not any(uses_profile(job.settings(plan.config)) for job in plan.jobs):
+        return None, ""
+    found = _sweep_profile(args, plan.pair, max(args.budgets)) if group.rank == 0 else None
+    return group.broadcast(found)
+
+
+def _run_prompts(group: Group, plan: _Plan, mine: list[tuple[dict, list[Job]]], run_id: str, profile,
+                 stream) -> list[dict]:
+    """This rank's prompts, AR first then the jobs left, each row journaled as it finishes; the new rows."""
     new_rows: list[dict] = []
-    if mine:
-        warm_up(pair, config, jobs, profile)
-        journal = out / ("rows.jsonl" if group.world == 1 else f"rows.rank{group.rank}.jsonl")
-        out.mkdir(parents=True, exist_ok=True)
-        progress = tqdm(total=total, unit="run", file=stream, leave=False)
-        with journal.open("a") as fh:
-            for prompt, left in mine:
-                baseline: dict = {}   # this prompt's AR run in this process, kept on every row
+    if not mine:
+        return new_rows
+    warm_up(plan.pair, plan.config, plan.jobs, profile)
+    journal = plan.out / ("rows.jsonl" if group.world == 1 else f"rows.rank{group.rank}.jsonl")
+    plan.out.mkdir(parents=True, exist_ok=True)
+    progress = tqdm(total=sum(1 + len(left) for _, left in mine), unit="run", file=stream, leave=False)
+    with journal.open("a") as fh:
+        for prompt, left in mine:
+            baseline: dict = {}   # this prompt's AR run in this process, kept on every row
 
-                def record(run, prompt=prompt, baseline=baseline) -> None:
-                    row = run.as_dict()
-                    if row["selector"] == AR.name:
-                        baseline.update(ar_time_s=row["time_s"], ar_new_tokens=row["new_tokens"])
-                    row.update(prompt_sha=prompt["sha"], run_id=run_id, rank=group.rank, **baseline)
-                    fh.write(json.dumps(row) + "\n")
-                    fh.flush()
-                    new_rows.append(row)
-                    progress.set_postfix_str(f"{row['prompt_id']} {run_label(run.selector, run.estimator, run.budget)}")
-                    progress.update()
+            def record(run, prompt=prompt, baseline=baseline) -> None:
+                row = run.as_dict()
+                if _is_baseline(row["selector"]):
+                    baseline.update(ar_time_s=row["time_s"], ar_new_tokens=row["new_tokens"])
+                row.update(prompt_sha=prompt["sha"], run_id=run_id, rank=group.rank, **baseline)
+                fh.write(json.dumps(row) + "\n")
+                fh.flush()
+                new_rows.append(row)
+                progress.set_postfix_str(f"{row['prompt_id']} {run_label(run.selector, run.estimator, run.budget)}")
+                progress.update()
 
-                run_prompt(pair, prompt, left, config, profile=profile, on_result=record)
-        progress.close()
+            run_prompt(plan.pair, prompt, left, plan.config, profile=profile, on_result=record)
+    progress.close()
+    return new_rows
 
-    gathered = group.gather(new_rows)
-    if group.rank != 0:
-        return 0
-    rows = read_rows(out)
+
+def _merge_rows(args, plan: _Plan, gathered: list[list[dict]]) -> list[dict]:
+    """The folder's rows with every rank's new ones, ordered and written (rows.jsonl, rows.csv); the
+    rank journals removed."""
+    rows = read_rows(plan.out)
     for part in gathered:
         for row in part:
             rows[row_key(row)] = row
-    ordered = sorted(rows.values(), key=_order(chosen, args.selectors))
-    write_rows(out, ordered)
-    for journal in out.glob("rows.rank*.jsonl"):
+    ordered = sorted(rows.values(), key=_order(plan.chosen, args.selectors))
+    write_rows(plan.out, ordered)
+    for journal in plan.out.glob("rows.rank*.jsonl"):
         journal.unlink()
+    return ordered
 
+
+def _write_summary(args, group: Group, plan: _Plan, ordered: list[dict], profile_source: str) -> list[dict]:
+    """summary.csv and summary.md over the rows this sweep plans (not other prompts' or settings')."""
+    chosen, jobs = plan.chosen, plan.jobs
     wanted = {(p["id"], *AR_KEY, p["sha"]) for p in chosen}
     wanted |= {(p["id"], *j.key, p["sha"]) for p in chosen for j in jobs}
     plan_rows = [r for r in ordered if (*row_key(r), r.get("prompt_sha")) in wanted]
     summary = summarise(plan_rows, args.selectors)
-    pd.DataFrame(summary, columns=SUMMARY_COLUMNS).to_csv(out / "summary.csv", index=False)
-    meta = {"suite": suite, "suite_size": len(prompts), "prompts": len(chosen), "limit": args.limit,
-            "skipped": skipped, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    pd.DataFrame(summary, columns=SUMMARY_COLUMNS).to_csv(plan.out / "summary.csv", index=False)
+    meta = {"suite": plan.suite, "suite_size": plan.suite_size, "prompts": len(chosen), "limit": args.limit,
+            "skipped": plan.skipped, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "command": " ".join(shlex.quote(a) for a in ["python", "-m", "taps.eval.bench", *args.argv]),
-            "machine": machine_info(pair), "pair": pair.describe(), "world_size": group.world,
+            "machine": machine_info(plan.pair), "pair": plan.pair.describe(), "world_size": group.world,
             "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
             "taps_mode": args.taps_mode, "ddtree_mode": args.ddtree_mode, "profile_source": profile_source,
             "run_ids": sorted({r["run_id"] for r in plan_rows if r.get("run_id")})}
-    (out / "summary.md").write_text(summary_markdown(summary, meta))
-    plots = write_plots(summary, out, f"{suite}, {pair.name} on {pair.device}")
+    (plan.out / "summary.md").write_text(summary_markdown(summary, meta))
+    return summary
 
-    print(f"# pair {pair.name} on {pair.device}, {len(chosen)} prompt(s) of {suite}, T={args.temperature}, "
-          f"up to {args.max_new_tokens} new tokens")
+
+def _report(args, plan: _Plan, ordered: list[dict], summary: list[dict], plots: list[Path]) -> None:
+    pair = plan.pair
+    print(f"# pair {pair.name} on {pair.device}, {len(plan.chosen)} prompt(s) of {plan.suite}, "
+          f"T={args.temperature}, up to {args.max_new_tokens} new tokens")
     print(format_table(summary))
     for c in taps_comparison(summary):
         print(f"# TAPS/{c['estimator']}@{c['taps_budget']} ({c['taps_mode']}): {_times(c['over_dflash'])} DFlash, "
               f"{_times(c['over_ddtree'])} DDTree at its best (@{c['ddtree_budget']}, {c['ddtree_mode']}), "
               f"{_times(c['equal_budget_over_ddtree'])} at that same budget")
-    print(f"# wrote {len(ordered)} rows, summary.csv, summary.md{''.join(', ' + p.name for p in plots)} to {out}")
+    print(f"# wrote {len(ordered)} rows, summary.csv, summary.md{''.join(', ' + p.name for p in plots)} "
+          f"to {plan.out}")
+
+
+def _sweep(args, group: Group) -> int:
+    plan = _plan(args)
+    done, run_id = _resume(group, plan, _settings(args, plan.pair))
+    work = pending_work(plan.chosen, plan.jobs, done)
+    mine = work[group.rank::group.world]
+    profile, profile_source = _shared_profile(args, group, plan)
+    stream = sys.stderr if group.rank == 0 else io.StringIO()
+    if group.rank == 0:
+        planned = len(plan.chosen) * (1 + len(plan.jobs))
+        print(f"# {plan.suite}: {len(plan.chosen)} prompt(s) x {1 + len(plan.jobs)} runs = {planned}; "
+              f"{planned - sum(1 + len(left) for _, left in work)} already in {plan.out}; pair {plan.pair.name} on "
+              f"{plan.pair.device}" + (f", {group.world} processes" if group.world > 1 else ""), file=stream)
+    new_rows = _run_prompts(group, plan, mine, run_id, profile, stream)
+    gathered = group.gather(new_rows)
+    if group.rank != 0:
+        return 0
+    ordered = _merge_rows(args, plan, gathered)
+    summary = _write_summary(args, group, plan, ordered, profile_source)
+    plots = write_plots(summary, plan.out, f"{plan.suite}, {plan.pair.name} on {plan.pair.device}")
+    _report(args, plan, ordered, summary, plots)
     return 0
 
 

@@ -42,31 +42,16 @@ def costs_frame(profile: LatencyProfile) -> pd.DataFrame:
 
 
 def write_plot(profile: LatencyProfile, path: Path) -> Path | None:
-    """verify ms against tree size; PNG via kaleido, HTML when no browser is there for it, none when
-    plotly is not installed (a bare GPU server)."""
+    """verify ms against tree size, drawn in the app's style (`taps.studio.figures.charts`) and
+    written through the time-limited export (`taps.studio.export.save_image`): HTML instead of a PNG
+    when kaleido or its browser is missing, none when plotly is not installed (a bare GPU server)."""
     try:
-        import plotly.graph_objects as go
+        from ..studio.export import save_image
+        from ..studio.figures.charts import verify_latency_figure
     except ImportError:
         print("warning: plotly is not installed; no plot written (the CSV and JSON are complete)", file=sys.stderr)
         return None
-
-    frame = profile_frame(profile)
-    fig = go.Figure(go.Scatter(x=frame["tree_size"], y=frame["verify_ms"], mode="lines+markers",
-                               name="verify (target tree forward)"))
-    if profile.draft_s > 0:
-        fig.add_hline(y=1000 * profile.draft_s, line_dash="dash", line_color="gray",
-                      annotation_text="drafter pass", annotation_position="top left")
-    fig.update_layout(title=f"Verify latency vs tree size: {profile.pair} on {profile.device}, "
-                            f"{profile.context_length} cached tokens",
-                      template="plotly_white", xaxis_title="tree size (draft nodes verified)",
-                      yaxis={"title": "milliseconds (median)", "rangemode": "tozero"})
-    try:
-        fig.write_image(path, width=900, height=520, scale=2)
-    except Exception as exc:   # kaleido needs a Chromium; the CSV and JSON are what matter
-        print(f"warning: could not export PNG ({exc}); writing HTML instead", file=sys.stderr)
-        path = path.with_suffix(".html")
-        fig.write_html(path, include_plotlyjs="cdn")
-    return path
+    return save_image(verify_latency_figure(profile), path, width=900, height=520, scale=2)
 
 
 def run_profile(args) -> int:

@@ -13,6 +13,7 @@ import streamlit as st
 from app_pages import widgets as app_widgets
 from taps import ModelPair
 from taps.config import MAX_BUDGET, DecodeConfig, check_value, field_spec
+from taps.flags import range_text
 from taps.studio.app_state import default_pair_source, describe_source, load_pair_from_source
 from taps.studio.layout import Plot
 from taps.studio.speed import profile_name
@@ -107,7 +108,7 @@ def restore_kept() -> None:
 def _help(name: str, extra: str = "") -> str:
     spec = field_spec(name)
     lo, hi = spec["min"], spec["max"]
-    limits = f" ({lo} to {hi})" if lo is not None and hi is not None else f" (at least {lo})" if lo is not None else ""
+    limits = f" ({range_text(lo, hi)})" if lo is not None or hi is not None else ""
     text = f"{spec['help'][0].upper()}{spec['help'][1:]}{limits}; default {spec['default']}."
     return text + (f" {extra}" if extra else "")
 

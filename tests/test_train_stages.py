@@ -251,6 +251,7 @@ def test_init_from_target_copies_layers_and_routes_their_input(tiny_pair):
         layer_list("4;5", "--init-layers")
 
 
+@pytest.mark.slow
 def test_quick_drafter_stage_trains_from_features_on_disk(tmp_path, tiny_pair_dir, capsys):
     """With features bigger than --feature-cache-gb but within --feature-disk-gb, the stage keeps
     them on disk, memory-mapped, and trains from them; its loss still drops (--quick checks)."""
@@ -269,6 +270,7 @@ def test_quick_drafter_stage_trains_from_features_on_disk(tmp_path, tiny_pair_di
     assert len(list((out / "drafter_data").glob("features-*.npy"))) == 1
 
 
+@pytest.mark.slow
 def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir, capsys):
     """The drafter and scorer stages run end to end on a tiny target and lower their losses."""
     import shutil

@@ -38,6 +38,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..paths import cache_root
+
 CORPORA = ("stdlib", "stdlib+libs")
 LIBRARIES = ("torch", "transformers", "numpy", "pandas", "networkx", "sympy")
 SPLITS = ("train", "val")
@@ -201,8 +203,7 @@ def _dedup_cached(files: list[CorpusFile], protected: int) -> dict[str, str]:
                                  protected]).encode())
     for f in files:
         h.update(f.rel.encode("utf-8") + b"\0" + hashlib.sha1(f.text.encode("utf-8")).digest())
-    root = Path(os.environ.get("TAPS_CACHE", Path.home() / ".cache" / "taps"))
-    cache = root / "corpus" / f"dedup-{h.hexdigest()}.json"
+    cache = cache_root() / "corpus" / f"dedup-{h.hexdigest()}.json"
     if cache.exists():
         return json.loads(cache.read_text())["dropped"]
     t0 = time.time()

@@ -199,6 +199,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes_match_one(bench_out, bench_args, tmp_path):
     out = tmp_path / "sharded"
     torchrun = Path(sys.executable).parent / "torchrun"
@@ -348,7 +349,7 @@ def test_compare_pairs_rule_averages_the_unrounded_ratios_over_runs(tmp_path):
 def test_by_repetition_can_split_by_another_runs_ar_text(bench_out, tmp_path):
     """--split-by: the parts come from another folder's AR text (the old pair's, say), so that two
     runs of the same prompts compare on the same prompts; a folder lacking a prompt is refused."""
-    from taps.bench import summarise
+    from taps.eval.bench import summarise
 
     tq = _text_quality()
     rows = _rows(bench_out)

@@ -173,6 +173,16 @@ class Checkpointer:
         self.save(snapshot())
         return True
 
+    @staticmethod
+    def restore(state: dict[str, Any], model, optimizer, rng: np.random.Generator) -> None:
+        """Put a saved run's weights, optimizer state and random generators (numpy's, and torch's
+        when the stage saved it) back, to carry on where it stopped."""
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        rng.bit_generator.state = state["numpy_rng"]
+        if "torch_rng" in state:
+            torch.set_rng_state(state["torch_rng"])
+
     @property
     def stop_requested(self) -> bool:
         return self.signal is not None

@@ -582,10 +582,7 @@ def resume_or_start(ckpt: Checkpointer, resume: bool, drafter, optimizer, rng: n
         return DrafterRun()
     if state["drafter_config"] != asdict(dc):
         raise TrainError(f"{ckpt.path} was made with another drafter config; use --no-resume")
-    drafter.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    rng.bit_generator.state = state["numpy_rng"]
-    torch.set_rng_state(state["torch_rng"])
+    ckpt.restore(state, drafter, optimizer, rng)
     print(f"resumed from {ckpt.path} at step {state['step']}")
     return DrafterRun(state["step"], state["elapsed"], state["history"], state["evals"])
 

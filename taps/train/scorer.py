@@ -340,9 +340,7 @@ def resume_or_start(ckpt: Checkpointer, resume: bool, scorer, optimizer, rng: np
         state = None
     if state is None:
         return 0, 0.0, []
-    scorer.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    rng.bit_generator.state = state["numpy_rng"]
+    ckpt.restore(state, scorer, optimizer, rng)
     print(f"resumed from {ckpt.path} at step {state['step']}")
     return state["step"], state["elapsed"], state["history"]
 

@@ -312,10 +312,7 @@ def resume_or_start(ckpt: Checkpointer, resume: bool, model, optimizer, rng: np.
         if saved["train_config"].get(key, "stdlib") != getattr(tc, key):
             raise TrainError(f"checkpoint {ckpt.path} has {key}={saved['train_config'].get(key)}; "
                              f"use --no-resume or the same value")
-    model.load_state_dict(saved["model"])
-    optimizer.load_state_dict(saved["optimizer"])
-    torch.set_rng_state(saved["torch_rng"])
-    rng.bit_generator.state = saved["numpy_rng"]
+    ckpt.restore(saved, model, optimizer, rng)
     run = TargetRun(saved["step"], saved["tokens_seen"], saved["elapsed"], saved["history"], saved["evals"],
                     saved["step_losses"], saved["resumes"] + [saved["step"]], saved.get("init"))
     print(f"resumed from {ckpt.path} at step {run.step} ({run.elapsed / 60:.1f} min trained)")

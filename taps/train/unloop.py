@@ -166,10 +166,7 @@ def resume_or_start(ckpt: Checkpointer, resume: bool, out: Path, model, optimize
     if state is not None:
         if state["config"] != asdict(uc):
             raise TrainError(f"checkpoint {ckpt.path} has other settings; use --no-resume or the same ones")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        rng.bit_generator.state = state["numpy_rng"]
-        torch.set_rng_state(state["torch_rng"])
+        ckpt.restore(state, model, optimizer, rng)
         print(f"resumed from {ckpt.path} at step {state['step']}")
         return UnloopRun(state["step"], state["elapsed"], state["history"], state["before"])
     mle_ckpt = load_checkpoint(out / "target_ckpt" / "ckpt.pt")

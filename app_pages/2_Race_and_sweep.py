@@ -9,7 +9,7 @@ import streamlit as st
 from app_pages import common as ui
 from taps.config import MAX_BUDGET, check_value
 from taps.eval.metrics import summarize
-from taps.policies import AR, ORACLE, names
+from taps.policies import AR, ORACLE, names, policy
 from taps.studio import figures
 from taps.studio.app_state import race as run_race
 from taps.studio.app_state import results_frame, sweep_frame
@@ -74,7 +74,8 @@ if st.button("Race", key="race_btn", type="primary"):
     if problem:
         st.error(f"Cannot race: {problem}")
     else:
-        shown = [AR.name] + [s for s in selectors if s != AR.name and not (s == ORACLE.name and temperature > 0)]
+        shown = [AR.name] + [s for s in selectors
+                             if not policy(s).baseline and not (policy(s).greedy_only and temperature > 0)]
         boards = {name: slot.empty() for name, slot in zip(shown, st.columns(len(shown)))}
         last_draw = {name: 0.0 for name in shown}
 

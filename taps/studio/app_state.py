@@ -22,7 +22,7 @@ from ..config import DecodeConfig, check_value
 from ..eval.metrics import rounds_frame
 from ..eval.runner import Job, plan_jobs, run_prompt, runnable_selectors, warm_up
 from ..pair import ModelPair, PairError, load_pair
-from ..policies import AR, TAPS
+from ..policies import AR, policy
 from ..record import Round, validate_round
 from ..session import DecodeSession, uses_profile
 from .speed import MIN_REPEATS, compact_rounds, validate_repeats
@@ -103,9 +103,8 @@ def profile_needed(config: DecodeConfig) -> str:
     """Why these settings cannot run without this machine's latency profile ("" when they can)."""
     if not uses_profile(config):
         return ""
-    name = "TAPS" if config.selector == TAPS.name else "DDTree"
-    return (f"{name}'s cost mode sizes every tree from this machine's latency profile, and none is saved for "
-            "this pair and device yet: measure it once with **Measure latency profile** in the sidebar "
+    return (f"{config.policy.label}'s cost mode sizes every tree from this machine's latency profile, and none "
+            "is saved for this pair and device yet: measure it once with **Measure latency profile** in the sidebar "
             "(saved for next time), or pick another mode.")
 
 
@@ -146,7 +145,7 @@ def race(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[str
     whole race `repeats` times; `on_round(repeat, job, session, round)` after every round for live
     counters. At T>0 the oracle, defined for greedy decoding only, is left out."""
     repeats = validate_repeats(repeats)
-    jobs = [Job(s, config.estimator if s == TAPS.name else "marginal", config.budget)
+    jobs = [Job(s, config.estimator if policy(s).uses_estimator else "marginal", config.budget)
             for s in runnable_selectors(selectors, config.temperature)]
     config.with_run(AR.name).validate(pair)
     _checked_jobs(pair, config, jobs, profile)

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from ..config import DecodeConfig
-from ..policies import DDTREE, ORACLE, REGISTRY, TAPS
+from ..policies import DDTREE, ORACLE, REGISTRY, TAPS, policy
 from ..record import Round
 from ..selectors import top_by_reach
 
@@ -167,7 +167,7 @@ def _cause(record: Round, me: str) -> str:
     if len(path) < depth:
         return ""
     node = path[depth - 1]
-    score, score_name = ((record.pool_reach, "reach") if record.selector == TAPS.name
+    score, score_name = ((record.pool_reach, "reach") if policy(record.selector).uses_estimator
                          else (record.pool_path_marginal, "the marginal product"))
     order = np.lexsort((np.arange(len(score)), -np.asarray(score)))
     position = int(np.flatnonzero(order == node)[0])   # the root is position 0
@@ -268,7 +268,7 @@ def find_failures(pair, prompts: list[dict], config: DecodeConfig,
             context = session.tokens[: record.start + 1]
             others: dict[str, Round | None] = {}
             for name in compare:
-                future = continuation[record.start + 1 - prompt_len:] if name == ORACLE.name else None
+                future = continuation[record.start + 1 - prompt_len:] if policy(name).hindsight else None
                 others[name] = probe_round(pair, context, config, name, future, profile, record.index)
             kinds = [name for name, other in others.items()
                      if other is not None and len(other.accepted) - len(record.accepted) >= min_gap]

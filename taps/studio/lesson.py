@@ -9,7 +9,7 @@ from typing import Mapping
 import numpy as np
 
 from ..config import run_label
-from ..policies import AR, DFLASH, ORACLE, TAPS, policy
+from ..policies import DFLASH, ORACLE, TAPS, policy
 from ..record import STAGES, Round
 from .failures import display_name, visible_text
 
@@ -61,7 +61,7 @@ def run_uses_profile(selector: str, config: Mapping) -> bool:
 
 def size_explanation(record: Round, config: Mapping | None) -> str:
     """One line on why the verified tree is smaller than the budget, or "" when it is not."""
-    if record.selector == AR.name or record.verified_nodes >= record.budget:
+    if policy(record.selector).baseline or record.verified_nodes >= record.budget:
         return ""
     config = config or {}
     pool = len(record.pool_tokens) - 1
@@ -90,7 +90,7 @@ def stage_sentence(record: Round, stage: str, config: Mapping | None = None) -> 
     depth = max(record.pool_depths)
     name = display_name(record.selector, capital=True)
     accepted = len(record.accepted)
-    if record.selector == AR.name:
+    if policy(record.selector).baseline:
         return {
             "draft": "Plain autoregressive decoding drafts nothing.",
             "pool": "No candidates: the target alone decides the next token.",
@@ -106,7 +106,7 @@ def stage_sentence(record: Round, stage: str, config: Mapping | None = None) -> 
         return (f"Paths through those tokens make a candidate tree of {_nodes(pool)}, {depth} deep "
                 f"({_ms(record.timings.get('pool', 0.0))}).")
     if stage == "estimate":
-        if record.selector == TAPS.name and record.estimator != "marginal":
+        if policy(record.selector).uses_estimator and record.estimator != "marginal":
             return (f"The {record.estimator} estimator scores every candidate by its reach: the chance the target "
                     f"accepts its whole path ({took}).")
         return ("Every candidate is scored by its marginal product: the drafter's probabilities multiplied "

@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..eval.metrics import modelled_speedup
-from ..policies import AR
+from ..policies import policy
 from ..record import Round
 
 WIDE_SPREAD = 0.25           # (high - low) / median above this is called wide
@@ -132,7 +132,7 @@ def step_speed(rounds: Sequence[Round], ar_rounds: Sequence[Round], profile) -> 
 
 # ---------------------------------------------------------------------------- race and sweep
 def _key(row: dict) -> tuple:
-    return (row["label"], row["budget"] if row["selector"] != AR.name else 0)
+    return (row["label"], row["budget"] if not policy(row["selector"]).baseline else 0)
 
 
 def compact_rounds(row: dict) -> dict:
@@ -186,7 +186,7 @@ def spread_notes(summary: Sequence[dict], load: MachineLoad | None = None) -> li
     notes = []
     if load is not None and load.note():
         notes.append(load.note())
-    wide = [row["label"] + (f"@{row['budget']}" if row["selector"] != AR.name else "") for row in summary
+    wide = [row["label"] + (f"@{row['budget']}" if not policy(row["selector"]).baseline else "") for row in summary
             if row["tokens_per_s"].wide]
     if wide:
         notes.append(f"Wide spread between repeats (over {int(100 * WIDE_SPREAD)}% of the median) for "
@@ -200,7 +200,7 @@ def best_budgets(summary: Sequence[dict]) -> list[dict]:
     otherwise "no clear winner" with the budgets within the noise. The modelled best budget (from
     the profile, noise-free) stands beside it."""
     out = []
-    labels = sorted({row["label"] for row in summary if row["selector"] != AR.name})
+    labels = sorted({row["label"] for row in summary if not policy(row["selector"]).baseline})
     for label in labels:
         rows = sorted((r for r in summary if r["label"] == label), key=lambda r: -r["tokens_per_s"].median)
         best = rows[0]

@@ -6,7 +6,6 @@ from app_pages import common as ui
 from app_pages import widgets as app_widgets
 from taps.config import MAX_BUDGET, check_value
 from taps.record import STAGES
-from taps.session import uses_profile
 from taps.studio import figures
 from taps.studio.app_state import profile_needed, rounds_table
 from taps.studio.export import ExportError
@@ -53,7 +52,7 @@ config, problem = ui.build_config(
 profile, _ = ui.machine_profile(pair, config.budget if config else 0)
 if problem:
     st.error(f"Cannot run these settings: {problem}. The run on view stays as it was.")
-elif config is not None and uses_profile(config) and profile is None:
+elif config is not None and config.uses_profile and profile is None:
     st.warning(profile_needed(config) + (f" (The saved one covers fewer than {config.budget} nodes: re-measure "
                                          "it.)" if ui.machine_profile(pair)[0] is not None else ""))
 model = ui.model_profile(pair)
@@ -208,7 +207,7 @@ def views(record) -> None:
             row.markdown(" → ".join(f"**{STAGE_TITLES[s]}**" if s == stage else STAGE_TITLES[s] for s in STAGES))
             ui.chart(figures.lesson_figure(record, stage, state["step_color_by"], int(state["step_pool_shown"]),
                                            ui.tree_plot(reserve=64), shown_prompt, run_config), "step_lesson_chart")
-            if stage == "select" and ctrl.profile is not None and uses_profile_dict(run_config, record):
+            if stage == "select" and ctrl.profile is not None and run_uses_profile(record.selector, run_config):
                 ui.chart(figures.size_curve_figure(record, ctrl.profile), "step_size_chart",
                          config={"displayModeBar": False})
     with tabs[2]:
@@ -238,10 +237,6 @@ def views(record) -> None:
     with tabs[4]:
         if tabs[4].open:
             exports(record, shown_prompt, run_config)
-
-
-def uses_profile_dict(run_config: dict, record) -> bool:
-    return run_uses_profile(record.selector, run_config)
 
 
 def exports(record, shown_prompt: str, run_config: dict) -> None:

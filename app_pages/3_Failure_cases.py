@@ -6,7 +6,6 @@ import streamlit as st
 from app_pages import common as ui
 from taps.eval.prompts import humaneval_prompts, parse_prompt_text
 from taps.policies import DDTREE, TAPS
-from taps.session import uses_profile
 from taps.studio import figures
 from taps.studio.app_state import profile_needed
 from taps.studio.failures import KINDS, display_name, find_failures
@@ -68,7 +67,7 @@ if st.button("Find failures", key="fail_btn", type="primary"):
     try:
         if problem:
             raise ValueError(problem)
-        if uses_profile(config) and profile is None:
+        if config.uses_profile and profile is None:
             raise ValueError(profile_needed(config))
         prompts = gather_prompts()
     except ValueError as exc:

@@ -9,10 +9,10 @@ gets the same message wherever it was typed.
 from __future__ import annotations
 
 import argparse
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from .flags import add_flags, check_range, range_text, spec
+from .flags import add_flags, check_range, field_default, field_limits, spec
 from .policies import DDTREE, TAPS, names, policy
 
 ESTIMATORS = ("marginal", "online", "learned")
@@ -114,18 +114,11 @@ class DecodeConfig:
 FIELDS = {f.name: f for f in fields(DecodeConfig)}
 
 
-def default(name: str):
-    f = FIELDS[name]
-    return f.default if f.default is not MISSING else None
-
-
 def field_spec(name: str) -> dict:
-    """Default, min, max, choices and help of one setting (for pages and flags)."""
+    """Default, min, max, choices and help of one setting (for pages and flags); the selector's
+    choices are whatever the policy registry holds now."""
     f = FIELDS[name]
-    spec = {"default": default(name), **{k: f.metadata[k] for k in ("min", "max", "choices", "help")}}
-    if callable(spec["choices"]):          # the selectors: whatever the policy registry holds now
-        spec["choices"] = spec["choices"]()
-    return spec
+    return {"default": field_default(f), **field_limits(f)}
 
 
 def check_value(name: str, value) -> None:
@@ -149,8 +142,6 @@ def check_value(name: str, value) -> None:
         raise ValueError(f"{name} must be a number, got {value!r}")
     check_range(name, value, spec["min"], spec["max"])
 
-
-_range = range_text    # the allowed range in words (`taps.flags.range_text`)
 
 
 def add_config_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:

@@ -34,11 +34,6 @@ from .verify import HeadRows, compact_cache, edge_feedback, prefill, target_body
 __all__ = ["DecodeConfig", "DecodeSession", "Round", "STAGES", "greedy_continuation", "sample_continuation"]
 
 
-def uses_profile(cfg: DecodeConfig) -> bool:
-    """Whether these settings size trees from a latency profile."""
-    return cfg.uses_profile
-
-
 class DecodeSession:
     """Decode one prompt round by round with a chosen selector, estimator and budget."""
 

@@ -57,7 +57,6 @@ from ..cost_model import LatencyProfile
 from ..estimate import ESTIMATORS
 from ..policies import AR, DDTREE, DFLASH, REGISTRY, TAPS, Policy, label_policy, names
 from ..profiles import profile_path, saved_profile
-from ..session import uses_profile
 from . import measure
 from .cli import (
     _csv,
@@ -507,7 +506,7 @@ def _resume(group: Group, plan: _Plan, settings: dict) -> tuple[set[tuple], str]
 
 def _shared_profile(args, group: Group, plan: _Plan) -> tuple[LatencyProfile | None, str]:
     """Rank 0's latency profile (and where it came from) on every rank, when a job sizes trees by one."""
-    if not any(uses_profile(job.settings(plan.config)) for job in plan.jobs):
+    if not any(job.settings(plan.config).uses_profile for job in plan.jobs):
         return None, ""
     found = _sweep_profile(args, plan.pair, max(args.budgets)) if group.rank == 0 else None
     return group.broadcast(found)

@@ -24,7 +24,7 @@ from ..eval.runner import Job, plan_jobs, run_prompt, runnable_selectors, warm_u
 from ..pair import ModelPair, PairError, load_pair
 from ..policies import AR, policy
 from ..record import Round, validate_round
-from ..session import DecodeSession, uses_profile
+from ..session import DecodeSession
 from .speed import MIN_REPEATS, compact_rounds, validate_repeats
 
 RUN_FORMAT = "taps-studio-run"
@@ -101,7 +101,7 @@ class ArBaseline:
 
 def profile_needed(config: DecodeConfig) -> str:
     """Why these settings cannot run without this machine's latency profile ("" when they can)."""
-    if not uses_profile(config):
+    if not config.uses_profile:
         return ""
     return (f"{config.policy.label}'s cost mode sizes every tree from this machine's latency profile, and none "
             "is saved for this pair and device yet: measure it once with **Measure latency profile** in the sidebar "

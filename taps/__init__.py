@@ -2,8 +2,11 @@
 
     from taps import load_pair, DecodeSession
     pair = load_pair()                      # the shipped pair, or load_pair("path/or/folder")
-    session = DecodeSession(pair, "def fib(n):", selector="taps", budget=32)
+    session = DecodeSession(pair, "def fib(n):", selector="taps", budget=32, taps_mode="reach")
     for round in session.run(): print(round.tau, round.verified_nodes, round.waste_nodes)
+
+TAPS's default size choice (`taps_mode="cost"`) reads this machine's saved latency profile, or the
+one passed as `profile=` (`taps.eval.measure.profile_for(pair, 32)` measures and saves it once).
 
 Names are imported lazily, so `python -m taps.train ...` can set threading options before torch
 is first imported.

@@ -348,7 +348,7 @@ def test_a_plot_that_cannot_be_rendered_is_written_as_html(tmp_path, monkeypatch
     def fail(*args, **kwargs):
         raise export.ExportError("the PNG export failed: no browser")
 
-    monkeypatch.setattr(export, "render_image", fail)
+    monkeypatch.setattr(export, "render_images", fail)
     rows = [{"selector": "ar", "estimator": "none", "budget": 1, "mode": "", "tau": 1.0, "tokens_per_s": 50.0},
             {"selector": "ddtree", "estimator": "marginal", "budget": 4, "mode": "budget", "tau": 2.0,
              "tokens_per_s": 80.0}]

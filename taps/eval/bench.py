@@ -342,11 +342,11 @@ def _series(summary: list[dict]) -> dict[str, list[dict]]:
 def write_plots(summary: list[dict], out: Path, title: str) -> list[Path]:
     """tau and tokens/s against budget (log scale), AR as a dashed line, drawn in the app's style
     (`taps.studio.figures.charts.budget_figure`: a selector has the same colour and symbol as in the
-    app) and written through the time-limited export (`taps.studio.export.save_image`): HTML instead
-    of a PNG when kaleido or its browser is missing, none when plotly is not installed (a bare GPU
-    server). A plot never fails the sweep."""
+    app) and written through the time-limited export (`taps.studio.export.save_images`, both in one
+    render): HTML instead of a PNG when kaleido or its browser is missing, none when plotly is not
+    installed (a bare GPU server). A plot never fails the sweep."""
     try:
-        from ..studio.export import save_image
+        from ..studio.export import save_images
         from ..studio.figures.charts import budget_figure
     except ImportError:
         print("warning: plotly is not installed; no plots written (rows and summary are complete)", file=sys.stderr)
@@ -354,12 +354,10 @@ def write_plots(summary: list[dict], out: Path, title: str) -> list[Path]:
 
     series = _series(summary)
     ar = next((r for r in summary if _is_baseline(r["selector"])), None)
-    paths = []
-    for metric, label, name in (("tau", "tau (tokens per round)", "tau_vs_budget"),
-                                ("tokens_per_s", "tokens/s", "tokens_per_s_vs_budget")):
-        fig = budget_figure(series, metric, label, title, baseline=None if ar is None else ar[metric])
-        paths.append(save_image(fig, out / f"{name}.png", width=900, height=520, scale=2))
-    return paths
+    plots = (("tau", "tau (tokens per round)", "tau_vs_budget"), ("tokens_per_s", "tokens/s", "tokens_per_s_vs_budget"))
+    figs = [budget_figure(series, metric, label, title, baseline=None if ar is None else ar[metric])
+            for metric, label, _ in plots]
+    return save_images(figs, [out / f"{name}.png" for _, _, name in plots], width=900, height=520, scale=2)
 
 
 # ---------------------------------------------------------------------------------------- processes

@@ -4,15 +4,17 @@ stopped, the whole process group with it (no browser is left behind), with a mes
 to do. Every image the app offers and every plot `python -m taps.bench` / `taps.profile` writes
 goes through here; standalone HTML needs no browser.
 
-    python -m taps.studio.export png WIDTH HEIGHT SCALE < figure.json > figure.png   (what the child runs)
+    python -m taps.studio.export png WIDTH HEIGHT SCALE OUT.png ... < figures.json   (what the child runs)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from ..paths import ROOT
@@ -51,34 +53,45 @@ def _stop(process: subprocess.Popen) -> None:
         pass
 
 
-def render_image(fig, fmt: str, width: int, height: int, scale: float = 1.0, timeout_s: float = 60.0) -> bytes:
-    """The figure as PNG or SVG bytes, or ExportError within about `timeout_s` seconds."""
+def render_images(figs: list, fmt: str, width: int, height: int, scale: float = 1.0,
+                  timeout_s: float = 60.0) -> list[bytes]:
+    """The figures as PNG or SVG bytes, all drawn by one child and its one browser (a bench's two
+    plots start Chromium once), or ExportError within about `timeout_s` seconds."""
     if fmt not in FORMATS:
         raise ValueError(f"export format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    spec = fig.to_json() if hasattr(fig, "to_json") else str(fig)
-    process = subprocess.Popen([sys.executable, "-m", "taps.studio.export", fmt, str(int(width)), str(int(height)),
-                                str(float(scale))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=_environment(), cwd=ROOT, start_new_session=True)
-    try:
-        image, errors = process.communicate(spec.encode("utf-8"), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _stop(process)
-        process.communicate()
-        raise ExportError(f"the {fmt.upper()} export did not finish within {timeout_s:.0f} s and was stopped (its "
-                          "browser too). The machine may be busy: try again, or export HTML, which needs no "
-                          "browser.") from None
-    finally:
-        if process.poll() is None:
+    specs = json.dumps([fig.to_json() if hasattr(fig, "to_json") else str(fig) for fig in figs])
+    with tempfile.TemporaryDirectory(prefix="taps-export-") as folder:
+        files = [Path(folder) / f"{i}.{fmt}" for i in range(len(figs))]
+        process = subprocess.Popen([sys.executable, "-m", "taps.studio.export", fmt, str(int(width)), str(int(height)),
+                                    str(float(scale)), *map(str, files)], stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_environment(), cwd=ROOT,
+                                   start_new_session=True)
+        try:
+            _, errors = process.communicate(specs.encode("utf-8"), timeout=timeout_s)
+        except subprocess.TimeoutExpired:
             _stop(process)
-        else:
-            try:                                     # the browser may outlive a child that exited
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-    if process.returncode != 0 or not image:
+            process.communicate()
+            raise ExportError(f"the {fmt.upper()} export did not finish within {timeout_s:.0f} s and was stopped "
+                              "(its browser too). The machine may be busy: try again, or export HTML, which needs "
+                              "no browser.") from None
+        finally:
+            if process.poll() is None:
+                _stop(process)
+            else:
+                try:                                     # the browser may outlive a child that exited
+                    os.killpg(process.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        images = [f.read_bytes() if f.exists() else b"" for f in files]
+    if process.returncode != 0 or not all(images):
         reason = errors.decode("utf-8", "replace").strip().splitlines()
         raise ExportError(f"the {fmt.upper()} export failed: {reason[-1] if reason else 'no image came back'}")
-    return image
+    return images
+
+
+def render_image(fig, fmt: str, width: int, height: int, scale: float = 1.0, timeout_s: float = 60.0) -> bytes:
+    """The figure as PNG or SVG bytes, or ExportError within about `timeout_s` seconds."""
+    return render_images([fig], fmt, width, height, scale, timeout_s)[0]
 
 
 def figure_png(fig, width: int = 1600, scale: float = 1.0, timeout_s: float = 60.0) -> bytes:
@@ -113,29 +126,43 @@ def export_title(fig, prompt: str, record=None, what: str = ""):
     return copy
 
 
+def save_images(figs: list, paths: list[Path], width: int = 900, height: int = 520, scale: float = 2.0,
+                timeout_s: float = 120.0) -> list[Path]:
+    """Write each figure to its path (.png or .svg, one format for all) in one render within
+    `timeout_s`; when they cannot be rendered (no kaleido or Chromium, a render that overran), say
+    why on stderr and write each figure as HTML beside its path instead (plotly.js from its CDN): a
+    plot never fails a bench. Returns the paths written."""
+    paths = [Path(p) for p in paths]
+    try:
+        images = render_images(figs, paths[0].suffix.lstrip(".").lower(), width=width, height=height, scale=scale,
+                               timeout_s=timeout_s)
+    except ExportError as exc:
+        written = []
+        for fig, path in zip(figs, paths):
+            html_path = path.with_suffix(".html")
+            print(f"warning: {path.name} not written ({exc}); writing {html_path.name} instead", file=sys.stderr)
+            fig.write_html(html_path, include_plotlyjs="cdn")
+            written.append(html_path)
+        return written
+    for path, image in zip(paths, images):
+        path.write_bytes(image)
+    return paths
+
+
 def save_image(fig, path: Path, width: int = 900, height: int = 520, scale: float = 2.0,
                timeout_s: float = 120.0) -> Path:
-    """Write the figure to `path` (.png or .svg) within `timeout_s`; when it cannot be rendered (no
-    kaleido or Chromium, a render that overran), say why on stderr and write the figure as HTML
-    beside it instead (plotly.js from its CDN): a plot never fails a bench. Returns the path written."""
-    path = Path(path)
-    try:
-        path.write_bytes(render_image(fig, path.suffix.lstrip(".").lower(), width=width, height=height, scale=scale,
-                                      timeout_s=timeout_s))
-        return path
-    except ExportError as exc:
-        html_path = path.with_suffix(".html")
-        print(f"warning: {path.name} not written ({exc}); writing {html_path.name} instead", file=sys.stderr)
-        fig.write_html(html_path, include_plotlyjs="cdn")
-        return html_path
+    """`save_images` for one figure."""
+    return save_images([fig], [path], width, height, scale, timeout_s)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
-    fmt, width, height, scale = (argv or sys.argv[1:])[:4]
+    """The child: figures (a JSON list of figure JSON) on stdin, written to the files named after
+    format, width, height and scale, by one kaleido session."""
+    fmt, width, height, scale, *files = argv or sys.argv[1:]
     import plotly.io as pio
 
-    fig = pio.from_json(sys.stdin.read(), skip_invalid=True)
-    sys.stdout.buffer.write(fig.to_image(format=fmt, width=int(width), height=int(height), scale=float(scale)))
+    figs = [pio.from_json(spec, skip_invalid=True) for spec in json.loads(sys.stdin.read())]
+    pio.write_images(figs, files, format=fmt, width=int(width), height=int(height), scale=float(scale))
     return 0
 
 

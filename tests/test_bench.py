@@ -135,14 +135,16 @@ def test_bench_resume_skips_finished_rows(bench_out, bench_args, tmp_path, capsy
     out = tmp_path / "results"
     shutil.copytree(bench_out, out)
     first = _rows(out)
-    assert bench.main([*bench_args, "--out", str(out)]) == 0
+    assert bench.main([*bench_args, "--no-plots", "--out", str(out)]) == 0
     assert "22 already in" in capsys.readouterr().err
     assert _rows(out) == first                                       # nothing ran again
 
     # drop one finished run: only it and its prompt's AR run again, in a new run
     kept = [r for r in first if not (r["prompt_id"] == "b" and r["selector"] == "ddtree" and r["budget"] == 8)]
     (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
-    assert bench.main([*bench_args, "--out", str(out)]) == 0
+    (out / "tau_vs_budget.png").unlink(missing_ok=True)
+    assert bench.main([*bench_args, "--no-plots", "--out", str(out)]) == 0
+    assert not (out / "tau_vs_budget.png").exists()                   # --no-plots: rows and summaries only
     rows = _rows(out)
     assert len(rows) == len(first)
     old_run = first[0]["run_id"]
@@ -161,7 +163,7 @@ def test_bench_runs_each_size_choice_as_its_own_run(bench_out, bench_args, tmp_p
     out = tmp_path / "results"
     shutil.copytree(bench_out, out)
     args = [*bench_args, "--selectors", "ar,ddtree,taps", "--estimators", "marginal",
-            "--ddtree-mode", "budget,cost", "--taps-mode", "cost,reach", "--out", str(out)]
+            "--ddtree-mode", "budget,cost", "--taps-mode", "cost,reach", "--no-plots", "--out", str(out)]
     assert bench.main(args) == 0
     rows, old_run = _rows(out), _rows(bench_out)[0]["run_id"]
     fresh = sorted({(r["selector"], r["mode"]) for r in rows if r["run_id"] != old_run})

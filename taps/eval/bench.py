@@ -15,7 +15,7 @@ Files written to --out:
     summary.csv            one row per selector x estimator x budget (`runner.aggregate`)
     summary.md             the table, machine, device, pair, date, and TAPS's speed-up over DFlash
                            and over DDTree at DDTree's best budget (ratios within this run)
-    tau_vs_budget.png, tokens_per_s_vs_budget.png
+    tau_vs_budget.png, tokens_per_s_vs_budget.png   (not with --no-plots)
     bench.json             the decode settings; a rerun into the folder with other settings is refused
 
 Resuming: a run whose (prompt_id, selector, estimator, budget) is already in the folder's rows
@@ -604,7 +604,8 @@ def _sweep(args, group: Group) -> int:
         return 0
     ordered = _merge_rows(args, plan, gathered)
     summary = _write_summary(args, group, plan, ordered, profile_source)
-    plots = write_plots(summary, plan.out, f"{plan.suite}, {plan.pair.name} on {plan.pair.device}")
+    plots = [] if args.no_plots else write_plots(summary, plan.out,
+                                                 f"{plan.suite}, {plan.pair.name} on {plan.pair.device}")
     _report(args, plan, ordered, summary, plots)
     return 0
 
@@ -638,6 +639,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="TAPS estimators (default: marginal,online, plus learned when the pair has a scorer)")
     parser.add_argument("--budgets", type=_csv(int), default=[8, 16, 32, 64, 128])
     parser.add_argument("--out", default="results", help="output folder; a rerun resumes from its rows")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="write rows and summaries only, no PNG plots (they start a browser: seconds a run)")
     return parser
 
 

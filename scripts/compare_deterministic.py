@@ -6,27 +6,19 @@ estimator, budget, size choice), the tokens, tau, rounds and verified nodes. Tim
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from taps.eval.bench import finished_rows  # noqa: E402
 from taps.eval.runner import group_key  # noqa: E402
 
 FIELDS = ("token_ids", "tau", "rounds", "verified_nodes", "new_tokens")
 
 
 def rows(folder: str) -> dict[tuple, dict]:
-    path = Path(folder) / "rows.jsonl"
-    if not path.exists():
-        raise SystemExit(f"error: {path} does not exist: per-run rows are not kept in git; rerun the command on the "
-                         f"'Command' line of {folder}/summary.md into a fresh folder (python -m taps.bench ... --out DIR)")
-    out = {}
-    for line in path.read_text().splitlines():
-        r = json.loads(line)
-        out[(r["prompt_id"], *group_key(r))] = r
-    return out
+    return {(r["prompt_id"], *group_key(r)): r for r in finished_rows(Path(folder))}
 
 
 def main() -> int:
@@ -39,4 +31,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except FileNotFoundError as exc:
+        sys.exit(f"error: {exc}")

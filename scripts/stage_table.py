@@ -11,13 +11,13 @@ to the round. The draft stage is also given as a multiple of the same folder's A
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from taps.eval.bench import finished_rows  # noqa: E402
 from taps.eval.runner import Job, group_key  # noqa: E402
 from taps.record import STAGES  # noqa: E402
 
@@ -39,10 +39,8 @@ def find(table: dict, run: str) -> str | None:
 def per_round(folder: Path) -> dict[str, dict[str, float]]:
     """label -> {stage: median ms per round, 'round': ..., 'tau': tokens per round over all}."""
     runs: dict[str, list[dict]] = {}
-    for line in (folder / "rows.jsonl").read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            runs.setdefault(label(row), []).append(row)
+    for row in finished_rows(folder):
+        runs.setdefault(label(row), []).append(row)
     table = {}
     for name, rows in runs.items():
         entry = {}
@@ -78,4 +76,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except FileNotFoundError as exc:
+        sys.exit(f"error: {exc}")

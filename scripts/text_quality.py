@@ -22,7 +22,6 @@ prompts (say, the ones where the old target loops and the ones where it does not
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -34,8 +33,9 @@ from taps.eval.metrics import ngrams as grams  # noqa: E402
 
 
 def ar_rows(folder: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines() if line.strip()]
-    return [r for r in rows if r["selector"] == "ar"]
+    from taps.eval.bench import finished_rows
+
+    return [r for r in finished_rows(folder) if r["selector"] == "ar"]
 
 
 def quality(folder: Path) -> dict:
@@ -51,9 +51,9 @@ def quality(folder: Path) -> dict:
 
 
 def by_repetition(folder: Path, threshold: float, split_by: Path | None = None) -> str:
-    from taps.eval.bench import summarise
+    from taps.eval.bench import finished_rows, summarise
 
-    rows = [json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines() if line.strip()]
+    rows = finished_rows(folder)
     ids = {r["prompt_id"] for r in ar_rows(folder)}
     share = {r["prompt_id"]: word_share(r["text"]) for r in ar_rows(split_by or folder)}
     if not ids <= set(share):
@@ -119,4 +119,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except FileNotFoundError as exc:
+        sys.exit(f"error: {exc}")

@@ -107,6 +107,16 @@ def row_key(row: dict) -> tuple:
     return (row["prompt_id"], *group_key(row))
 
 
+def finished_rows(folder: Path) -> list[dict]:
+    """A finished bench folder's rows (rows.jsonl); FileNotFoundError saying how to regenerate them
+    when the folder has none (per-run rows are not kept in git)."""
+    path = Path(folder) / "rows.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: per-run rows are not kept in git; rerun the command on the "
+                                f"'Command' line of {folder}/summary.md into a fresh folder (--out DIR)")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def read_rows(out: Path) -> dict[tuple, dict]:
     """Rows already in the folder (rows.jsonl, then any rank journals); later rows win."""
     rows: dict[tuple, dict] = {}

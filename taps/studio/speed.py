@@ -194,32 +194,32 @@ def spread_notes(summary: Sequence[dict], load: MachineLoad | None = None) -> li
     return notes
 
 
+NOISE_VERDICT = "within noise"
+
+
 def best_budgets(summary: Sequence[dict]) -> list[dict]:
-    """Per tree selector: the budget with the highest median tokens/s, named only when even its
-    slowest repeat beats the runner-up's fastest (and the two runs did not do identical work);
-    otherwise "no clear winner" with the budgets within the noise. The modelled best budget (from
-    the profile, noise-free) stands beside it."""
+    """Per tree selector: the MODELLED best budget (the highest modelled speed-up under the profile,
+    noise-free; the smaller budget on a tie), and the measured one (the highest median tokens/s)
+    only when even its slowest repeat beats every other budget's fastest and the runs did not do
+    identical work; otherwise "within noise", with the budgets the noise cannot tell apart in
+    `tied`."""
     out = []
     labels = sorted({row["label"] for row in summary if not policy(row["selector"]).baseline})
     for label in labels:
         rows = sorted((r for r in summary if r["label"] == label), key=lambda r: -r["tokens_per_s"].median)
         best = rows[0]
-        modelled = max(rows, key=lambda r: (r["modelled_speedup"] if r["modelled_speedup"] == r["modelled_speedup"]
-                                            else -1.0, -r["budget"]))
+        priced = [r for r in rows if r["modelled_speedup"] == r["modelled_speedup"]]
+        modelled = max(priced, key=lambda r: (r["modelled_speedup"], -r["budget"])) if priced else None
         tied = [r["budget"] for r in rows[1:]
                 if r["tokens_per_s"].high >= best["tokens_per_s"].low
                 or (r["tau"], r["verified_nodes"], r["rounds"]) == (best["tau"], best["verified_nodes"],
                                                                     best["rounds"])]
         clear = len(rows) > 1 and not tied
-        if len(rows) == 1:
-            verdict = f"{best['budget']} (the only budget run)"
-        elif clear:
-            verdict = f"{best['budget']}"
-        else:
-            verdict = "no clear winner: " + ", ".join(str(b) for b in sorted([best["budget"], *tied])) + \
-                " are within the noise"
-        out.append({"selector": label, "best budget (measured)": verdict, "clear": clear,
-                    "tokens/s": best["tokens_per_s"].text(1, ""),
-                    "best budget (modelled)": modelled["budget"],
-                    "modelled speed-up": modelled["modelled_speedup"]})
+        verdict = str(best["budget"]) if clear or len(rows) == 1 else NOISE_VERDICT
+        out.append({"selector": label,
+                    "best budget (modelled)": modelled["budget"] if modelled else None,
+                    "modelled speed-up": modelled["modelled_speedup"] if modelled else float("nan"),
+                    "best budget (measured)": verdict, "clear": clear,
+                    "tied": sorted([best["budget"], *tied]) if not clear and len(rows) > 1 else [],
+                    "tokens/s": best["tokens_per_s"].text(1, "")})
     return out

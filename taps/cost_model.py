@@ -30,6 +30,7 @@ from .paths import PROFILES_DIR
 from .policies import AR
 
 PROFILE_FORMAT = 3
+KINDS = ("measured", "roofline")
 
 
 @dataclass
@@ -47,7 +48,11 @@ class LatencyProfile:
     key: dict = field(default_factory=dict)                      # what it was measured for (profile_key)
     measured_at: str = ""
     repeats: int = 0
-    source: str = "measured"         # measured | published | fixed (tests)
+    source: str = "measured"         # measured | published | fixed (tests), or a sentence naming where it came from
+    kind: str = "measured"           # measured (timed on a device) | roofline (estimated from shapes, taps.roofline)
+    device_name: str = ""            # the device in words ("NVIDIA H200", "2-core reference CPU")
+    dtype: str = ""                  # the precision the target ran at ("float32", "bfloat16")
+    model: dict = field(default_factory=dict)   # the target's shape (taps.roofline.MODEL_FIELDS: params, layers, ...)
 
     def verify_time(self, size: int | np.ndarray) -> np.ndarray:
         return np.interp(size, self.sizes, self.verify_s)
@@ -78,6 +83,10 @@ class LatencyProfile:
             times = cache[(policy, n)] = self.round_time(policy, np.arange(n + 1))
         return times
 
+    def device_label(self) -> str:
+        """The device in words (files written before the shared schema name it in their key)."""
+        return self.device_name or str(self.key.get("device_name") or self.device)
+
     def describe(self) -> str:
         """One line: what, where, when."""
         threads = self.key.get("threads")
@@ -101,6 +110,8 @@ class LatencyProfile:
         profile = cls(**{k: v for k, v in raw.items() if k in known})
         if len(profile.sizes) != len(profile.verify_s) or not profile.sizes:
             raise ValueError(f"{path}: sizes and verify_s must be lists of the same, non-zero length")
+        if profile.kind not in KINDS:
+            raise ValueError(f"{path}: kind must be one of {', '.join(KINDS)}, got {profile.kind!r}")
         return profile
 
 

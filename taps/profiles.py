@@ -11,9 +11,11 @@ from pathlib import Path
 
 import torch
 
-from .cost_model import PROFILE_FORMAT, LatencyProfile
+from .cost_model import PROFILE_FORMAT, LatencyProfile, reference_profiles
 from .linear import kernel_name
 from .paths import cache_root
+
+REFERENCE_PREFIX = "reference-"      # shipped measured profiles a pair may run on: reference-<device>-<pair>.json
 
 
 def profile_key(pair) -> dict:
@@ -66,3 +68,32 @@ def required_profile(pair, max_nodes: int) -> LatencyProfile:
         raise ValueError(f"{why}: measure one with `python -m taps.profile --max-nodes {max(max_nodes, 64)}` "
                          f"(or the app's sidebar), or pass a profile")
     return profile
+
+
+def same_pair(profile: LatencyProfile, pair) -> bool:
+    """Whether `profile` was measured for this very pair: the same name, and the same files when the
+    profile's key names them (a retrained pair under the same name is another pair)."""
+    if profile.pair != pair.name:
+        return False
+    measured_for = profile.key.get("fingerprint", "")
+    return not measured_for or not getattr(pair, "fingerprint", "") or measured_for == pair.fingerprint
+
+
+def shipped_references(pair) -> dict[str, LatencyProfile]:
+    """The shipped measured profiles (assets/profiles/reference-*.json) of this very pair, by id."""
+    return {name: profile for name, profile in reference_profiles(pair.name).items()
+            if name.startswith(REFERENCE_PREFIX) and profile.kind == "measured" and same_pair(profile, pair)}
+
+
+def shipped_reference(pair) -> tuple[str, LatencyProfile | None, str]:
+    """The shipped reference profile of this pair, for runs before this machine's own is measured:
+    (id, profile, "") or ("", None, why not)."""
+    found = shipped_references(pair)
+    if found:
+        name = sorted(found)[0]
+        return name, found[name], ""
+    others = [name for name, p in reference_profiles(pair.name).items() if name.startswith(REFERENCE_PREFIX)]
+    if others:
+        return "", None, (f"the shipped reference profile{'s' if len(others) > 1 else ''} {', '.join(others)} "
+                          f"{'were' if len(others) > 1 else 'was'} measured for other files named {pair.name}")
+    return "", None, f"no reference profile is shipped for {pair.name}"

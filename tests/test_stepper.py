@@ -120,7 +120,14 @@ def test_saved_runs_are_viewed_apart_from_the_live_one(tiny_pair_f32, profile):
     assert viewer.config["budget"] == 8
     with pytest.raises(ValueError, match="not a TAPS Studio run"):
         viewer.load(b'{"a": 1}')
-    viewer.advance(tiny_pair_f32, PROMPT, config(), profile)                # stepping decodes live again
+    assert "continues this saved run live" in viewer.what_next_step_does(tiny_pair_f32, PROMPT, config(), profile)
+    notice = viewer.advance(tiny_pair_f32, PROMPT, config(), profile)       # the same settings: continued live
+    assert "the same rounds" in notice and viewer.live and len(viewer.rounds) == 4 and viewer.view == 4
+    assert [r.selected for r in viewer.rounds[:3]] == [r.selected for r in ctrl.rounds[:3]]
+    viewer.load(text.encode())
+    says = viewer.what_next_step_does(tiny_pair_f32, PROMPT, config(budget=4), profile)
+    assert "starts a new run from round 1" in says and "settings above differ" in says
+    assert viewer.advance(tiny_pair_f32, PROMPT, config(budget=4), profile).startswith("Settings or prompt changed")
     assert viewer.live and len(viewer.rounds) == 1
 
 
@@ -160,3 +167,54 @@ def test_a_busy_machine_changes_the_measured_speed_not_the_modelled_one(tiny_pai
     assert calm.modelled == loaded.modelled
     assert loaded.measured.count == len(busy.rounds) and loaded.measured.low <= loaded.measured.median \
         <= loaded.measured.high
+
+
+def test_a_finished_run_says_why_at_once(tiny_pair_f32, profile):
+    ctrl = StepController()
+    notice = ctrl.advance(tiny_pair_f32, PROMPT, config(max_new_tokens=6), profile, rounds=10)
+    assert ctrl.finished and "Finished after" in notice and "Max new tokens" in notice
+    assert ctrl.stop_text() in notice
+    assert "has finished (it reached Max new tokens)" in ctrl.advance(tiny_pair_f32, PROMPT, config(max_new_tokens=6),
+                                                                     profile)
+
+
+def test_lecture_moves_back_forward_first_last(tiny_pair_f32, profile):
+    ctrl = StepController()
+    ctrl.forward(tiny_pair_f32, PROMPT, config(), profile)                 # nothing shown yet: decodes round 1
+    assert ctrl.view == 1 and len(ctrl.rounds) == 1
+    ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=2)
+    ctrl.back()
+    ctrl.back()
+    assert ctrl.view == 1 and ctrl.record() is ctrl.rounds[0]
+    ctrl.back()
+    assert ctrl.view == 1                                                  # not before the first round
+    ctrl.forward(tiny_pair_f32, PROMPT, config(), profile)
+    assert ctrl.view == 2 and len(ctrl.rounds) == 3                       # shown already: nothing decoded
+    ctrl.last()
+    assert ctrl.view == 3
+    ctrl.forward(tiny_pair_f32, PROMPT, config(), profile)
+    assert ctrl.view == 4 and len(ctrl.rounds) == 4                       # past the last: decodes the next
+    ctrl.first()
+    assert ctrl.view == 1 and ctrl.numbers(profile).rounds == 1
+
+
+def test_rounds_decoded_ahead_stay_hidden_until_shown(tiny_pair_f32, profile):
+    ctrl = StepController()
+    reference = StepController()
+    reference.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=5)
+    ctrl.advance(tiny_pair_f32, PROMPT, config(), profile)
+    thread = ctrl.decode_ahead(3)
+    thread.join(timeout=60)
+    assert len(ctrl.rounds) == 4 and len(ctrl.visible) == 1 and ctrl.view == 1
+    assert len(ctrl.spans()) == 1 and ctrl.numbers(profile).rounds == 1
+    assert ctrl.metrics_file().count("\n") == 2                           # header and the one round shown
+    assert ctrl.decode_ahead(3) is None                                   # three ahead already
+    ctrl.forward(tiny_pair_f32, PROMPT, config(), profile)
+    ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=3)       # two decoded ahead, one new
+    assert ctrl.view == 5 and len(ctrl.rounds) == 5 and len(ctrl.visible) == 5
+    for a, b in zip(ctrl.rounds, reference.rounds):                       # the same rounds as stepped in turn
+        assert (a.selected, a.committed_tokens) == (b.selected, b.committed_tokens)
+    ctrl.last()
+    assert ctrl.view == 5
+    ctrl.advance(tiny_pair_f32, PROMPT, config(budget=4), profile)         # a new run: the old thread's gone
+    assert ctrl.decode_ahead(2).join(timeout=60) is None and len(ctrl.rounds) == 3 and ctrl.view == 1

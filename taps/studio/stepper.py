@@ -2,7 +2,13 @@
 page's buttons do and what its counters show. Plain Python (no streamlit), tested directly.
 
 - `advance` starts a fresh run when there is none, when the prompt, settings or latency profile
-  changed, or when a saved run is on view; then steps 1, 10 or all rounds.
+  changed, or when a saved run is on view that this pair cannot continue; then steps 1, 10 or all
+  rounds. A saved run of this pair, prompt and settings is continued live: replayed up to its last
+  round, then stepped. A run that finishes says why at once (`stop_text`).
+- Lecture moves: `forward`, `back`, `first`, `last` move the view a round (forward past the last
+  round shown decodes the next one); `decode_ahead` keeps rounds decoded beyond the view in a
+  background thread while autoplay runs, so the display's pace does not wait for the model.
+  Rounds decoded ahead stay hidden (`visible`) until the view reaches them.
 - Every session gets this machine's saved latency profile (`profile=`): settings that size trees
   from a profile are refused with a clear message when none is saved, never measured here.
 - `open_at` replays a run up to a round (Failure cases opens its cases this way); replays give the
@@ -14,7 +20,7 @@ page's buttons do and what its counters show. Plain Python (no streamlit), teste
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Callable
 
 from ..config import DecodeConfig
@@ -25,6 +31,19 @@ from ..session import DecodeSession
 from .app_state import ArBaseline, SavedRun, check_profile, load_run, metrics_csv, run_json
 from .lesson import round_text
 from .speed import StepSpeed, step_speed
+
+STOP_WORDS = {"end of text": "the target accepted the end-of-text token",
+              "max new tokens": "it reached Max new tokens",
+              "context length": "the model's context is full"}
+
+
+def saved_config(saved: SavedRun) -> DecodeConfig | None:
+    """A saved run's settings as a DecodeConfig (None when the file's settings are not all ours)."""
+    names = {f.name for f in fields(DecodeConfig)}
+    try:
+        return DecodeConfig(**{k: v for k, v in saved.config.items() if k in names})
+    except TypeError:
+        return None
 
 
 @dataclass
@@ -46,6 +65,8 @@ class StepController:
         self.saved: SavedRun | None = None
         self.profile = None
         self.view = 0                  # the round on view, numbered from 1 (0: none yet)
+        self.revealed = 0              # the last round shown so far; rounds after it were decoded ahead
+        self._ahead: threading.Thread | None = None
         # bumped whenever the code (not the page's round slider) moves the view, so the page can
         # key its slider by it: a new slider starts at the new round, and a browser still holding
         # the old slider's value cannot pull the view back to an older round
@@ -61,6 +82,13 @@ class StepController:
         if self.saved is not None:
             return self.saved.rounds
         return self.session.rounds if self.session is not None else []
+
+    @property
+    def visible(self) -> list[Round]:
+        """The rounds shown so far (a live run's rounds decoded ahead of the view are not)."""
+        if self.saved is not None:
+            return self.saved.rounds
+        return self.rounds[: self.revealed]
 
     @property
     def live(self) -> bool:
@@ -83,11 +111,19 @@ class StepController:
 
     @property
     def finished(self) -> bool:
-        return self.live and self.session.finished
+        """Whether the live run has finished and its last round has been shown."""
+        return self.live and self.session.finished and self.revealed >= len(self.session.rounds)
+
+    def stop_text(self) -> str:
+        """Why the live run stopped, in words ("" while it runs)."""
+        if not self.finished:
+            return ""
+        why = STOP_WORDS.get(self.session.stop_reason, self.session.stop_reason)
+        return f"Finished after {len(self.session.rounds)} rounds: {why}."
 
     def record(self) -> Round | None:
         """The round on view."""
-        rounds = self.rounds
+        rounds = self.visible
         if not rounds:
             return None
         self.view = min(max(self.view, 1), len(rounds))
@@ -116,39 +152,121 @@ class StepController:
         session = DecodeSession(pair, prompt, config, profile=profile)
         baseline = ArBaseline(pair, prompt, config)
         self.session, self.baseline, self.saved, self.profile = session, baseline, None, profile
+        self.revealed = 0
         self.show(0)
+
+    def continues_saved(self, pair: ModelPair, prompt: str, config: DecodeConfig) -> bool:
+        """Whether the saved run on view is one this pair can continue live with these settings and
+        prompt (the page puts a loaded run's settings and prompt in its widgets)."""
+        saved = self.saved
+        if saved is None or saved.pair_name != pair.name or saved.prompt != prompt:
+            return False
+        return saved_config(saved) == config
+
+    def what_next_step_does(self, pair: ModelPair, prompt: str, config: DecodeConfig | None, profile=None) -> str:
+        """What the next Step will do to the run on view, said before it happens ("" when it steps it)."""
+        if self.saved is not None:
+            if config is not None and self.continues_saved(pair, prompt, config):
+                return (f"The next **Step** continues this saved run live: it replays its {len(self.saved.rounds)} "
+                        "rounds here with its settings and prompt, then decodes the next one.")
+            why = (f"it was decoded by the pair {self.saved.pair_name}, not {pair.name}"
+                   if self.saved.pair_name != pair.name else "the prompt or settings above differ from the run's")
+            return f"The next **Step** starts a new run from round 1 ({why}); this saved run is then closed."
+        if self.live and config is not None and not self.matches(pair, prompt, config, profile):
+            return "Settings or prompt changed: the next **Step** starts a new run."
+        return ""
 
     def advance(self, pair: ModelPair, prompt: str, config: DecodeConfig, profile=None, rounds: int | None = 1,
                 on_round: Callable[[DecodeSession], None] | None = None) -> str:
-        """Step `rounds` rounds (None: to the end), starting a fresh run first when needed. Returns a
-        notice for the page ("" when there is none); raises like `start`."""
+        """Show `rounds` more rounds (None: to the end), decoding those not decoded ahead yet and
+        starting a fresh run first when needed (continuing a saved run of these settings). Returns
+        a notice for the page ("" when there is none); raises like `start`."""
         notice = ""
         if not self.matches(pair, prompt, config, profile):
-            had_run = self.session is not None or self.saved is not None
-            self.start(pair, prompt, config, profile)
-            if had_run:
-                notice = "Settings or prompt changed: started a new run."
+            if self.saved is not None and self.continues_saved(pair, prompt, config):
+                count = len(self.saved.rounds)
+                notice = self._continue_saved(pair, prompt, config, profile, count, on_round)
+            else:
+                had_run = self.session is not None or self.saved is not None
+                self.start(pair, prompt, config, profile)
+                if had_run:
+                    notice = "Settings or prompt changed: started a new run."
         session = self.session
-        if session.finished:
-            return f"This run has finished ({session.stop_reason}). Press **Reset** to start again."
-        done = 0
-        while not session.finished and (rounds is None or done < rounds):
-            session.step()
-            done += 1
-            if on_round is not None:
-                on_round(session)
-        self.show(len(session.rounds))
+        if self.finished:
+            return f"This run has finished ({STOP_WORDS.get(session.stop_reason, session.stop_reason)}). " \
+                   "Press **Reset** to start again."
+        with self.lock:
+            target = None if rounds is None else self.revealed + rounds
+            while not session.finished and (target is None or len(session.rounds) < target):
+                session.step()
+                if on_round is not None:
+                    on_round(session)
+            self.show(len(session.rounds) if target is None else min(target, len(session.rounds)))
+        if self.finished:
+            notice = " ".join(part for part in (notice, self.stop_text()) if part)
         return notice
+
+    def _continue_saved(self, pair, prompt, config, profile, count, on_round) -> str:
+        saved = self.saved
+        self.open_at(pair, prompt, config, profile, count, on_round)
+        same = [(r.selected, r.committed_tokens) for r in self.session.rounds] == \
+               [(r.selected, r.committed_tokens) for r in saved.rounds]
+        if same:
+            return f"Continuing the saved run live: its {count} rounds replayed here, the same rounds."
+        return (f"Continuing the saved run live: its {count} rounds replayed here came out different (another "
+                "latency profile or machine sizes the trees differently); the rounds on view are this replay's.")
+
+    # ------------------------------------------------------------------ lecture moves
+    def forward(self, pair: ModelPair, prompt: str, config: DecodeConfig, profile=None) -> str:
+        """The next round: the one after the view when it was shown already, else one more decoded
+        (as Step does). Returns advance's notice."""
+        if self.view < len(self.visible):
+            self.show(self.view + 1)
+            return ""
+        return self.advance(pair, prompt, config, profile, 1)
+
+    def back(self) -> None:
+        self.show(max(self.view - 1, 1) if self.visible else 0)
+
+    def first(self) -> None:
+        self.show(1 if self.visible else 0)
+
+    def last(self) -> None:
+        self.show(len(self.visible))
+
+    def decode_ahead(self, count: int = 2) -> threading.Thread | None:
+        """Keep up to `count` rounds decoded beyond the last one shown, in a background thread that
+        takes the lock for each round (a page run drawing the controller waits for one round at
+        most). Returns the thread (None when nothing needs decoding)."""
+        session = self.session
+        if not self.live or session.finished or len(session.rounds) >= self.revealed + count:
+            return None
+        if self._ahead is not None and self._ahead.is_alive():
+            return self._ahead
+
+        def work() -> None:
+            while True:
+                with self.lock:
+                    if self.session is not session or session.finished or \
+                            len(session.rounds) >= self.revealed + count:
+                        return
+                    session.step()
+                    self.baseline.catch_up(len(session.generated))
+
+        self._ahead = threading.Thread(target=work, name="taps-decode-ahead", daemon=True)
+        self._ahead.start()
+        return self._ahead
 
     def open_at(self, pair: ModelPair, prompt: str, config: DecodeConfig, profile=None, number: int = 1,
                 on_round: Callable[[DecodeSession], None] | None = None) -> None:
         """Replay a fresh run up to round `number` (or its end) and put that round on view."""
-        self.start(pair, prompt, config, profile)
-        while len(self.session.rounds) < number and not self.session.finished:
-            self.session.step()
-            if on_round is not None:
-                on_round(self.session)
-        self.show(min(number, len(self.session.rounds)))
+        with self.lock:
+            self.start(pair, prompt, config, profile)
+            while len(self.session.rounds) < number and not self.session.finished:
+                self.session.step()
+                if on_round is not None:
+                    on_round(self.session)
+            self.show(min(number, len(self.session.rounds)))
 
     def load(self, data: bytes | str) -> None:
         """View a saved run (ValueError says why a file is not one); the live run is kept aside."""
@@ -156,14 +274,15 @@ class StepController:
         self.show(len(self.saved.rounds))
 
     def show(self, number: int) -> None:
-        """Put round `number` on view (0: none)."""
+        """Put round `number` on view (0: none); it and the rounds before it count as shown."""
         self.view = number
+        self.revealed = max(self.revealed, number)
         self.view_version += 1
 
     # ------------------------------------------------------------------ counters and files
     def numbers(self, model_profile=None) -> StepNumbers:
         """Counters over the rounds up to the one on view."""
-        rounds = self.rounds[: max(self.view, 0)]
+        rounds = self.visible[: max(self.view, 0)]
         summary = summarize(rounds)
         ar_rounds = self.baseline.rounds(summary.new_tokens) if self.live and self.baseline and rounds else []
         last = rounds[-1] if rounds else None
@@ -174,15 +293,16 @@ class StepController:
 
     def spans(self) -> list[dict]:
         """The generated text, one piece per round, for the clickable text."""
-        return [{"number": r.number, "tau": r.tau, "text": round_text(r)} for r in self.rounds]
+        return [{"number": r.number, "tau": r.tau, "text": round_text(r)} for r in self.visible]
 
     def run_file(self, pair_name: str) -> str:
         if self.saved is not None:
             saved = self.saved
             return run_json(saved.rounds, prompt=saved.prompt, pair_name=saved.pair_name, config=saved.config,
                             text=saved.text)
-        return run_json(self.rounds, prompt=self.prompt_text, pair_name=pair_name, config=self.session.config,
-                        text=self.session.text)
+        rounds = self.visible
+        text = "".join(round_text(r) for r in rounds) if len(rounds) < len(self.rounds) else self.session.text
+        return run_json(rounds, prompt=self.prompt_text, pair_name=pair_name, config=self.session.config, text=text)
 
     def metrics_file(self) -> str:
-        return metrics_csv(self.rounds)
+        return metrics_csv(self.visible)

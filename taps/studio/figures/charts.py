@@ -12,11 +12,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...policies import AR, PALETTE
-from ...record import STAGES
+from ...record import STAGES, Round
 from .style import (
+    EDGE_STYLES,
     FONT,
+    NODE_STYLES,
     STAGE_COLORS,
     STAGE_PATTERNS,
+    display_token,
     escape,
     is_baseline,
     policy_colour,
@@ -24,6 +27,7 @@ from .style import (
     policy_symbol,
     run_policy,
 )
+from .trees import tree_positions
 
 
 def _spread_error(spreads) -> dict:
@@ -133,6 +137,61 @@ def tradeoff_figure(rows: list[dict]) -> go.Figure:
                       legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     fig.update_xaxes(rangemode="tozero")
     fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+_LANE_KINDS = ("root", "accepted", "rejected", "waste", "bonus")
+
+
+def lane_tree_figure(record: Round | None, height: int = 170, title: str = "") -> go.Figure:
+    """A race lane's small tree: the round's verified nodes (root square, accepted circles on the
+    thick path, rejected siblings diamonds, waste crosses on dotted edges) and the bonus token (a
+    star), depth left to right; no labels (the lane's text shows the tokens; hover a node for its
+    token). An empty frame before the lane's first round ends."""
+    fig = go.Figure()
+    if record is not None:
+        nodes = sorted(record.selected)
+        pos = tree_positions(record.pool_parents, record.pool_ranks, nodes)
+        last = record.accepted[-1] if record.accepted else 0
+        bonus = (len(record.accepted) + 1, pos[last][1])
+        path = set(record.accepted) | {0}
+        for style, pairs in (("verified", [(record.pool_parents[v], v) for v in nodes if v and v not in path
+                                           and record.status[v] != "waste"]),
+                             ("waste", [(record.pool_parents[v], v) for v in nodes if record.status[v] == "waste"]),
+                             ("path", [(record.pool_parents[v], v) for v in record.accepted])):
+            xs, ys = [], []
+            for a, b in pairs:
+                xs += [pos[a][0], pos[b][0], None]
+                ys += [pos[a][1], pos[b][1], None]
+            line = dict(EDGE_STYLES[style], width=min(EDGE_STYLES[style]["width"], 4))
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=line, hoverinfo="skip", showlegend=False,
+                                     name=f"{style} edges"))
+        fig.add_trace(go.Scatter(x=[pos[last][0], bonus[0]], y=[pos[last][1], bonus[1]], mode="lines",
+                                 line=dict(EDGE_STYLES["bonus"], width=2), hoverinfo="skip", showlegend=False,
+                                 name="bonus edge"))
+        for kind in _LANE_KINDS:
+            if kind == "bonus":
+                xs, ys, texts = [bonus[0]], [bonus[1]], [record.bonus_text]
+            else:
+                members = [v for v in nodes if record.status[v] == kind]
+                xs, ys = [pos[v][0] for v in members], [pos[v][1] for v in members]
+                texts = [record.pool_texts[v] for v in members]
+            spec = NODE_STYLES[kind]
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="markers", name=spec["name"], showlegend=False,
+                marker=dict(symbol=spec["symbol"], size=0.6 * spec["size"], line=spec["line"],
+                            color=PALETTE["orange"] if kind == "bonus" else "#FFFFFF" if kind == "root"
+                            else PALETTE["blue"] if kind == "accepted" else "#DDDDDD"),
+                text=[display_token(t) for t in texts], hovertemplate=f"%{{text}} ({spec['name']})<extra></extra>"))
+        rows = max((y for _, y in pos.values()), default=0.0)
+        fig.update_yaxes(range=[rows + 0.7, -0.7])
+        fig.update_xaxes(range=[-0.4, max(bonus[0], max(x for x, _ in pos.values())) + 0.4])
+    fig.update_xaxes(visible=False, fixedrange=True)
+    fig.update_yaxes(visible=False, fixedrange=True)
+    fig.update_layout(template="plotly_white", font=FONT, height=height, showlegend=False,
+                      margin=dict(l=4, r=4, t=28 if title else 4, b=4), plot_bgcolor="white",
+                      title=dict(text=escape(title), x=0.01, y=0.98, yanchor="top", font=dict(size=14)),
+                      meta={"kind": "lane tree", "round": record.number if record is not None else 0})
     return fig
 
 

@@ -11,12 +11,12 @@ from dataclasses import fields
 import streamlit as st
 
 from app_pages import widgets as app_widgets
-from taps import ModelPair
-from taps.config import MAX_BUDGET, DecodeConfig, check_value, field_spec
+from taps import ModelPair, roofline
+from taps.config import DecodeConfig, check_value, field_spec
 from taps.flags import range_text
+from taps.studio import speed
 from taps.studio.app_state import default_pair_source, describe_source, load_pair_from_source
 from taps.studio.layout import Plot
-from taps.studio.speed import profile_name
 
 DEVICES = ("auto", "cpu", "cuda")
 OWN_PROMPT = "(type your own)"
@@ -254,105 +254,226 @@ def current_pair(stop: bool = True) -> ModelPair | None:
 
 
 # ---------------------------------------------------------------------------- latency profiles
+OVERRIDE = "_profile_override"   # a profile id a link asked for (use_profile)
+ROOFLINE = "roofline"            # the "Model the speed on" choice whose device and model are picked below it
+
+
 def profile_limit(pair: ModelPair) -> int:
     """The largest tree the app measures a profile for: the biggest budget, or what the pair's
     context can hold."""
-    return min(MAX_BUDGET, max(64, pair.max_context - 2))
+    return speed.profile_limit(pair)
 
 
 def machine_profile(pair: ModelPair | None, budget: int = 0):
     """This machine's saved latency profile for `pair` (never measured here), covering trees of
-    `budget` nodes as far as the pair can verify them: (profile, why not)."""
-    from taps.profiles import saved_profile
+    `budget` nodes as far as the pair can verify them: (profile, why not). Decisions read
+    `run_profile`, which falls back to the shipped reference."""
+    return speed.resolve_profile(pair, speed.MACHINE, budget)
 
-    if pair is None:
-        return None, "no model pair is loaded"
-    return saved_profile(pair, max_nodes=min(budget, profile_limit(pair)))
+
+def use_profile(profile_id: str | None) -> None:
+    """Size this browser session's trees from the profile `profile_id` names (a link's `profile=`),
+    or, with None or "", go back to the default (this machine's, else the shipped reference)."""
+    st.session_state[OVERRIDE] = profile_id or None
+
+
+def run_profile(pair: ModelPair | None, budget: int = 0):
+    """(profile, id) runs size their trees from: a link's override when it applies to this pair,
+    else this machine's saved profile, else the shipped reference measured for this very pair;
+    (None, "") only when none exists."""
+    override = st.session_state.get(OVERRIDE)
+    if override and pair is not None:
+        profile, why = speed.resolve_profile(pair, override, budget)
+        if profile is not None:
+            return profile, override
+        st.session_state["_profile_override_why"] = why
+    profile, profile_id, _ = speed.default_profile(pair, budget)
+    return profile, profile_id
+
+
+def profile_label(profile_id: str) -> str:
+    """A profile id in a few words, to name on a page what its figures and trees used."""
+    return speed.profile_label(profile_id)
+
+
+def _modelled_id(pair: ModelPair | None) -> str:
+    choice = st.session_state.get("model_profile", THIS_MACHINE)
+    if choice == ROOFLINE:
+        return roofline.profile_id(st.session_state.get("roofline_device", "h200"),
+                                   st.session_state.get("roofline_model", "qwen3-8b"))
+    if choice != THIS_MACHINE:
+        return choice
+    return run_profile(pair)[1]
+
+
+def model_profile(pair: ModelPair | None):
+    """The profile modelled speed-ups are computed with: the one runs use, a shipped reference of
+    this pair, or a roofline estimate (never mixed: one profile prices a whole figure)."""
+    profile_id = _modelled_id(pair)
+    if not profile_id or pair is None:
+        return None
+    return speed.resolve_profile(pair, profile_id)[0]
+
+
+def short_profile_name() -> str:
+    """The chosen model profile in a few words, for metric labels ("this machine", "reference CPU",
+    "roofline H200 × Qwen3-8B")."""
+    pair = _try_load(st.session_state.get("pair_source", default_pair_source()),
+                     st.session_state.get("pair_device", "auto"))[0]
+    profile_id = _modelled_id(pair)
+    if profile_id == speed.MACHINE:
+        return THIS_MACHINE
+    if profile_id.startswith(roofline.PREFIX):
+        return profile_label(profile_id).replace("roofline estimate: ", "roofline ")
+    return "reference CPU" if "cpu" in profile_id else "-".join(profile_id.split("-")[:2])
 
 
 @st.cache_data(show_spinner=False)
 def _references(pair_name: str | None) -> dict:
-    """Reference profiles measured for the pair `pair_name` (all of them when None)."""
+    """Shipped measured profiles of the pair `pair_name` (all of them when None)."""
     from taps.cost_model import reference_profiles
 
     return reference_profiles(pair_name)
 
 
 def _pair_references(pair: ModelPair | None) -> dict:
-    """The reference profiles that price this pair's rounds: none without a pair."""
-    return _references(pair.name) if pair is not None else {}
+    """The shipped measured profiles that price this very pair's rounds: none without a pair."""
+    if pair is None:
+        return {}
+    from taps.profiles import same_pair
+
+    return {name: p for name, p in _references(pair.name).items() if same_pair(p, pair)}
 
 
-def model_profile(pair: ModelPair | None):
-    """The profile modelled speed-ups are computed with: this machine's, or a reference one."""
-    choice = st.session_state.get("model_profile", THIS_MACHINE)
-    references = _pair_references(pair)
-    if choice != THIS_MACHINE and choice in references:
-        return references[choice]
-    return machine_profile(pair)[0]
+def _measure_done() -> None:
+    _references.clear()
 
 
-def short_profile_name() -> str:
-    """The chosen model profile in a few words, for metric labels ("this machine", "nvidia-h200")."""
-    choice = st.session_state.get("model_profile", THIS_MACHINE)
-    return choice if choice == THIS_MACHINE else "-".join(choice.split("-")[:2])
+def _finished(job) -> bool:
+    """Whether `job` has ended; the first time a browser session sees it ended, the sidebar's notice
+    says how (saved, or why not)."""
+    if job is None or not job.done:
+        return False
+    if st.session_state.get("_measure_seen") != id(job):
+        st.session_state["_measure_seen"] = id(job)
+        st.session_state["profile_notice"] = (
+            f"Could not measure a latency profile: {job.error}" if job.error else
+            "Measured and saved: every run from now on sizes its trees from this machine's profile.")
+    return True
 
 
-def _measure(pair: ModelPair) -> None:
-    from taps.eval.measure import forget_profiles, measure_and_save
+@st.fragment(run_every=1.0)
+def _measure_progress(pair: ModelPair) -> None:
+    """The background measurement's progress bar, redrawn every second; when it ends, the whole
+    page runs again so runs switch to the new profile."""
+    job = speed.measure_job(pair)
+    if _finished(job):
+        st.rerun(scope="app")
+    if job is not None:
+        st.progress(job.share, text=f"Measuring this machine in the background: {job.text}")
 
-    bar = st.progress(0.0, text="Measuring this machine's latency profile…")
-    try:
-        measure_and_save(pair, max_nodes=profile_limit(pair), progress=lambda share, text: bar.progress(
-            min(max(share, 0.0), 1.0), text=f"Measuring: {text}"))
-    except (RuntimeError, ValueError) as exc:
-        st.error(f"Could not measure a latency profile: {exc}")
+
+def _measure_controls(pair: ModelPair, profile, profile_id: str) -> None:
+    job = speed.measure_job(pair)
+    if job is not None and not job.done:
+        _measure_progress(pair)
         return
-    finally:
-        bar.empty()
-    forget_profiles()
-    st.session_state["profile_notice"] = "Measured and saved: every run from now on sizes its trees from it."
+    _finished(job)
+    if profile_id == speed.MACHINE:
+        st.caption(f"This machine: measured {profile.measured_at or 'at an unknown time'}, {profile.repeats} repeats, "
+                   f"trees up to {max(profile.sizes)} nodes. Every run reads it, so a demo replays.")
+    elif profile is not None:
+        st.caption(speed.MEASURE_REASON[0].upper() + speed.MEASURE_REASON[1:] + ".")
+    label = "Re-measure latency profile" if profile_id == speed.MACHINE else "Measure latency profile"
+    if st.button(label, key="profile_measure_button", width="stretch",
+                 help="Measures this machine's own profile in the background (about a minute): the lecture goes on, "
+                      "and runs switch to it when it is saved. Timings taken while the app decodes are slower: "
+                      "measure while it is idle."):
+        speed.start_measuring(pair, after=_measure_done)
+        st.rerun()
+
+
+def _profile_notices() -> None:
+    notice = st.session_state.pop("profile_notice", None)
+    if notice:
+        (st.warning if notice.startswith("Could not") else st.success)(notice)
+
+
+def _model_the_speed(pair: ModelPair | None, run_id: str) -> None:
+    """The "Model the speed on" choice: the runs' profile, a shipped reference measured for this pair,
+    or a roofline what-if (device × target shape), labelled as an estimate."""
+    references = [name for name in _pair_references(pair) if name != run_id]
+    options = [THIS_MACHINE, *references, ROOFLINE]
+    state = st.session_state
+    state.setdefault("model_profile", THIS_MACHINE)
+    if state["model_profile"] not in options:
+        state["model_profile"] = THIS_MACHINE
+    keep("model_profile", "roofline_device", "roofline_model")
+    st.radio("Model the speed on", options, key="model_profile",
+             format_func=lambda name: _runs_option(run_id) if name == THIS_MACHINE else
+             "roofline estimate (what-if hardware)" if name == ROOFLINE else f"{name} (reference)",
+             help="Modelled speed-up = τ × AR step / round time, both read from this one profile: measured ones "
+                  "were timed on real hardware; a roofline estimate prices the same rounds on a device and target "
+                  "shape from published constants, " + roofline.FORMULA + ".")
+    if state["model_profile"] == ROOFLINE:
+        _roofline_pickers(pair)
+    chosen = model_profile(pair)
+    st.caption("Modelled figures use: " + (speed.profile_name(chosen) if chosen is not None else "no latency profile"))
+
+
+def _runs_option(run_id: str) -> str:
+    """The first "Model the speed on" option: the profile the runs use, named."""
+    if run_id == speed.MACHINE:
+        return "this machine's profile"
+    return f"the runs' profile ({profile_label(run_id) if run_id else 'none yet'})"
+
+
+def _roofline_pickers(pair: ModelPair | None) -> None:
+    data = roofline.load_data()
+    devices, models = list(data["devices"]), [*([pair.name] if pair is not None else []), *data["models"]]
+    state = st.session_state
+    state.setdefault("roofline_device", "h200")
+    state.setdefault("roofline_model", "qwen3-8b")
+    left, right = st.columns(2)
+    left.selectbox("Device", devices, key="roofline_device", format_func=lambda d: data["devices"][d]["name"],
+                   help="Published peak FLOP/s and memory bandwidth (the reference CPU's fitted to its measured "
+                        "profile); per-layer launch cost assumed. Sources: assets/profiles/roofline.json.")
+    right.selectbox("Target shape", models, key="roofline_model",
+                    format_func=lambda m: data["models"].get(m, {}).get("name", f"{m} (this pair)"),
+                    help="The target's layers, widths and vocabulary; the drafter is DFlash's for Qwen3 (5 layers "
+                         "at the target's width) or this pair's own.")
+    chosen = model_profile(pair)
+    if chosen is not None:
+        st.caption(f"**Roofline estimate**, not measured: verify(64) / verify(1) = {roofline.ratio(chosen):.2f} "
+                   "(1 means a 64-node tree costs what one token costs).", help=roofline.FORMULA)
 
 
 def profile_sidebar(pair: ModelPair | None) -> None:
-    """This machine's latency profile (when measured, a re-measure button) and which profile the
-    modelled speed-ups use."""
+    """Which profile the runs' trees and the modelled figures use (named, always), measuring this
+    machine's own in the background, and the what-if profiles."""
     st.subheader("Latency profile")
-    profile, why = machine_profile(pair)
+    profile, profile_id = run_profile(pair)
     if pair is not None:
-        if profile is not None:
-            st.caption(f"This machine: measured {profile.measured_at or 'at an unknown time'}, {profile.repeats} "
-                       f"repeats, trees up to {max(profile.sizes)} nodes. Every run reads it, so a demo replays.")
+        if profile is None:
+            st.info(f"No latency profile for {pair.name} on this device yet, and none is shipped for it: TAPS's "
+                    "cost mode needs one (measuring takes about a minute), its reach mode does not.")
         else:
-            st.caption(f"Not measured yet ({why}). TAPS's cost mode sizes trees from it; measuring takes "
-                       "about a minute and is saved for next time.")
-        label = "Re-measure latency profile" if profile is not None else "Measure latency profile"
-        if st.button(label, key="profile_measure_button", width="stretch"):
-            _measure(pair)
+            st.caption(f"Trees are sized from **{profile_label(profile_id)}**.", help=speed.profile_name(profile))
+        why = st.session_state.pop("_profile_override_why", None)
+        if st.session_state.get(OVERRIDE) and why:
+            st.caption(f"The link's profile {st.session_state[OVERRIDE]} does not apply here ({why}).")
+        if st.session_state.get(OVERRIDE) and st.button("Use this machine's default profile", key="profile_default"):
+            use_profile(None)
             st.rerun()
-        notice = st.session_state.pop("profile_notice", None)
-        if notice:
-            st.success(notice)
-    references = _pair_references(pair)
-    others = {name: p.pair for name, p in _references(None).items() if name not in references}
-    options = [THIS_MACHINE, *references]
-    st.session_state.setdefault("model_profile", THIS_MACHINE)
-    if st.session_state["model_profile"] not in options:
-        st.session_state["model_profile"] = THIS_MACHINE
-    keep("model_profile")
-    st.radio("Model the speed on", options, key="model_profile",
-             format_func=lambda name: "this machine's profile" if name == THIS_MACHINE else
-             f"{name} (reference)",
-             help="Modelled speed-up = τ × AR step / round time, both read from this profile. A reference profile "
-                  "was measured on other hardware (an NVIDIA H200 by our GPU check): the same rounds, priced "
-                  "there.")
-    chosen = model_profile(pair)
-    st.caption("Modelled figures use: " + (profile_name(chosen) if chosen is not None else
-                                            "nothing yet (measure this machine's profile)"))
+        _measure_controls(pair, profile, profile_id)
+        _profile_notices()
+    _model_the_speed(pair, profile_id)
+    others = {name: p.pair for name, p in _references(None).items() if name not in _pair_references(pair)}
     if pair is not None and others:
         st.caption("Not offered: " + "; ".join(f"{name} (measured for {owner or 'an unnamed pair'}, not {pair.name})"
                                               for name, owner in others.items())
-                   + ". A profile prices the rounds of the pair it was timed with.")
+                   + ". A measured profile prices the rounds of the pair it was timed with; for other hardware "
+                     "with this pair, pick a roofline estimate.")
 
 
 # ---------------------------------------------------------------------------- prompts

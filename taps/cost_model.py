@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +139,26 @@ def monotone_fit(values: list[float]) -> list[float]:
         out += [mean] * int(count)
     return out
 
+
+
+def extended(profile: LatencyProfile, max_nodes: int) -> LatencyProfile:
+    """`profile` covering trees of `max_nodes` nodes: beyond its largest measured size, verify grows
+    on the line through its last two sizes (a copy that says so; the profile itself when it covers)."""
+    last = max(profile.sizes)
+    if max_nodes <= last:
+        return profile
+    cache = profile.__dict__.setdefault("_extended", {})
+    if max_nodes not in cache:
+        (s0, s1), (v0, v1) = profile.sizes[-2:], profile.verify_s[-2:]
+        slope = max(0.0, (v1 - v0) / (s1 - s0)) if s1 > s0 else 0.0
+        extra = [s for s in default_sizes(max_nodes) if s > last]
+        times = [v1 + slope * (s - last) for s in extra]
+        cache[max_nodes] = replace(
+            profile, sizes=[*profile.sizes, *extra], verify_s=[*profile.verify_s, *times],
+            raw_verify_s=[*profile.raw_verify_s, *times] if profile.raw_verify_s else [],
+            spread=[*profile.spread, *[0.0] * len(extra)] if profile.spread else [],
+            source=f"{profile.source}; beyond {last} nodes extrapolated on the line through its last two sizes")
+    return cache[max_nodes]
 
 
 REFERENCE_PROFILES = PROFILES_DIR

@@ -13,6 +13,18 @@ here have kind "roofline" and ids `roofline-<device>-<model>`: estimates, never 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .cost_model import LatencyProfile, default_sizes
+from .paths import PROFILES_DIR
+from .policies import AR
+
+DATA_PATH = PROFILES_DIR / "roofline.json"
+FORMULA = ("verify(m) = layers × launch + max(FLOPs(m + 1 rows) / peak FLOP/s, "
+           "(weights + KV cache) bytes / bandwidth)")
 MODEL_FIELDS = ("params", "layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")
 
 
@@ -41,3 +53,159 @@ def layer_params(shape: dict) -> int:
     """The matrix weights of one decoder layer: q and o, k and v, and the gated MLP's three."""
     hidden, q, kv = shape["hidden"], shape["heads"] * shape["head_dim"], shape["kv_heads"] * shape["head_dim"]
     return 2 * hidden * q + 2 * hidden * kv + 3 * hidden * shape["intermediate"]
+
+
+# ---------------------------------------------------------------------------- the data file
+def load_data(path: str | Path | None = None) -> dict:
+    """The roofline data file: devices (constants and their sources), model shapes, drafter rules,
+    host-side costs. A file that is missing or malformed raises ValueError saying which."""
+    path = Path(path) if path else DATA_PATH
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"the roofline data file {path} cannot be read ({exc})") from exc
+    for part in ("devices", "models", "drafter", "host_s", "context_length"):
+        if part not in data:
+            raise ValueError(f"the roofline data file {path} has no {part!r}")
+    for name, device in data["devices"].items():
+        missing = [k for k in ("name", "peak_flops", "bandwidth", "launch_s", "bytes_per_param", "source")
+                   if k not in device]
+        if missing or "-" in name:
+            raise ValueError(f"roofline device {name!r} in {path}: needs {', '.join(missing) or 'a name without -'}")
+    for name, shape in data["models"].items():
+        missing = [k for k in MODEL_FIELDS if k not in shape]
+        if missing:
+            raise ValueError(f"roofline model {name!r} in {path} lacks {', '.join(missing)}")
+    return data
+
+
+# ---------------------------------------------------------------------------- the formula
+def verify_cost(shape: dict, rows, context: int, bytes_per_param: float) -> tuple[np.ndarray, float]:
+    """(FLOPs, bytes moved) of a forward over `rows` new positions after `context` cached ones:
+    2 FLOPs per weight per row in the layers and the output head, attention over context + rows;
+    bytes = every layer's weights and the head read once, plus the KV cache read."""
+    rows = np.asarray(rows, dtype=np.float64)
+    layers = shape["layers"]
+    weights = layers * layer_params(shape) + shape["hidden"] * shape["vocab"]
+    attention = 4.0 * rows * (context + rows) * shape["heads"] * shape["head_dim"] * layers
+    flops = 2.0 * rows * weights + attention
+    kv = 2.0 * layers * shape["kv_heads"] * shape["head_dim"] * context
+    return flops, float((weights + kv) * bytes_per_param)
+
+
+def pass_seconds(device: dict, shape: dict, rows, context: int) -> np.ndarray:
+    """layers x launch + max(FLOPs / peak FLOP/s, bytes / bandwidth) for one forward of `rows` rows."""
+    flops, moved = verify_cost(shape, rows, context, device["bytes_per_param"])
+    return shape["layers"] * device["launch_s"] + np.maximum(flops / device["peak_flops"], moved / device["bandwidth"])
+
+
+def drafter_shape(data: dict, target: dict, drafter_config=None) -> tuple[dict, int]:
+    """The drafter's shape and block size: the pair's drafter config when given, else the data
+    file's rule (DFlash on Qwen3: a few layers at the target's width, the target's head)."""
+    if drafter_config is not None:
+        shape = model_shape(drafter_config)
+        return shape, int(_get(drafter_config, "block_size", 0) or data["drafter"]["block_size"])
+    rule = data["drafter"]
+    return {**target, "name": f"{target.get('name', 'target')} drafter", "layers": int(rule["layers"])}, \
+        int(rule["block_size"])
+
+
+# ---------------------------------------------------------------------------- fitting this CPU
+def fit_device(profile: LatencyProfile, bytes_per_param: float = 4.0) -> dict:
+    """This CPU's peak FLOP/s, bandwidth and per-layer launch cost fitted to a measured profile whose
+    `model` holds the target's shape: for each split of the sizes into a flat (memory-bound) part and
+    a linear (compute-bound) part, a least-squares line over the linear part gives launch and peak,
+    the flat part's mean level gives the bandwidth; the split whose whole curve is closest (squared
+    log error over every size) wins."""
+    shape = profile.model
+    if not shape or any(k not in shape for k in MODEL_FIELDS):
+        raise ValueError("fitting a roofline device needs a measured profile with the target's shape (model)")
+    sizes = np.asarray(profile.sizes, dtype=np.float64)
+    times = np.asarray(profile.verify_s, dtype=np.float64)
+    flops, moved = verify_cost(shape, sizes + 1, profile.context_length, bytes_per_param)
+    best = None
+    for split in range(1, len(sizes) - 1):
+        slope, intercept = np.polyfit(flops[split:], times[split:], 1)
+        memory_s = float(np.mean(times[:split])) - intercept
+        if slope <= 0 or intercept < 0 or memory_s <= 0:
+            continue
+        device = {"peak_flops": 1.0 / slope, "bandwidth": moved / memory_s, "launch_s": intercept / shape["layers"],
+                  "bytes_per_param": bytes_per_param}
+        error = float(np.sum(np.log(pass_seconds(device, shape, sizes + 1, profile.context_length) / times) ** 2))
+        if best is None or error < best[0]:
+            best = (error, device)
+    if best is None:
+        raise ValueError("the measured profile has no flat-then-linear shape to fit a roofline to")
+    return {k: float(f"{v:.4g}") for k, v in best[1].items()}
+
+
+# ---------------------------------------------------------------------------- profiles
+PREFIX = "roofline-"
+
+
+def profile_id(device: str, model: str) -> str:
+    return f"{PREFIX}{device}-{model}"
+
+
+def split_id(profile_id: str, data: dict | None = None) -> tuple[str, str]:
+    """(device, model) of a roofline id, or a ValueError naming the known devices."""
+    data = data or load_data()
+    if not profile_id.startswith(PREFIX):
+        raise ValueError(f"{profile_id!r} is not a roofline profile id (roofline-<device>-<model>)")
+    device, _, model = profile_id[len(PREFIX):].partition("-")
+    if device not in data["devices"] or not model:
+        raise ValueError(f"unknown roofline profile {profile_id!r}: devices are {', '.join(data['devices'])}")
+    return device, model
+
+
+def label(device: str, model: str, data: dict | None = None) -> str:
+    data = data or load_data()
+    dev = data["devices"].get(device, {}).get("name", device)
+    mod = data["models"][model]["name"] if model in data["models"] else f"{model} (the loaded pair's shape)"
+    return f"roofline estimate: {dev} × {mod}"
+
+
+def roofline_profile(device: str, model: str, pair=None, max_nodes: int = 1024, data: dict | None = None,
+                     ) -> LatencyProfile:
+    """The roofline estimate of a round's costs for `model` (a data-file model, or the loaded pair's
+    name: its target and drafter configs) on `device`. Per-round host-side costs (pool, estimate,
+    select, commit) are the data file's, measured on the reference CPU and assumed the same anywhere."""
+    data = data or load_data()
+    if device not in data["devices"]:
+        raise ValueError(f"unknown roofline device {device!r}: one of {', '.join(data['devices'])}")
+    dev = data["devices"][device]
+    drafter_config = None
+    if model in data["models"]:
+        target = {**data["models"][model]}
+    elif pair is not None and model == pair.name:
+        target = model_shape(pair.target.config, pair.name)
+        drafter_config = pair.drafter.config if pair.drafter is not None else None
+    else:
+        known = [*data["models"], *([pair.name] if pair is not None else [])]
+        raise ValueError(f"unknown roofline model {model!r}: one of {', '.join(known)}")
+    context = int(data["context_length"])
+    sizes = default_sizes(max_nodes)
+    verify = pass_seconds(dev, target, np.asarray(sizes) + 1, context)
+    draft_shape, block = drafter_shape(data, target, drafter_config)
+    draft_s = float(pass_seconds(dev, draft_shape, block, context)) if block else 0.0
+    host = data["host_s"]
+    overhead = {policy: draft_s + float(cost) for policy, cost in host.items() if policy != AR.name}
+    return LatencyProfile(
+        sizes=sizes, verify_s=[float(v) for v in verify], draft_s=draft_s, device=device,
+        pair=pair.name if pair is not None else "", context_length=context, overhead_s=overhead,
+        ar_step_s=float(verify[0]) + float(host.get(AR.name, 0.0)), key={"roofline": profile_id(device, model)},
+        source=f"{label(device, model, data)} (not measured): {FORMULA}; {dev['source']}",
+        kind="roofline", device_name=dev["name"], dtype=dev.get("dtype", ""),
+        model={k: target[k] for k in (*MODEL_FIELDS, "name") if k in target})
+
+
+def roofline_ids(pair=None, data: dict | None = None) -> list[str]:
+    """Every roofline profile id offered: each device with each data-file model and the loaded pair."""
+    data = data or load_data()
+    models = [*([pair.name] if pair is not None else []), *data["models"]]
+    return [profile_id(d, m) for d in data["devices"] for m in models]
+
+
+def ratio(profile: LatencyProfile, big: int = 64, small: int = 1) -> float:
+    """verify(big) / verify(small): about 1 where a tree is as cheap as a token, more where it grows."""
+    return float(profile.verify_time(big) / profile.verify_time(small))

@@ -15,9 +15,10 @@ runner-up by more than that spread.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -100,13 +101,172 @@ def machine_load() -> MachineLoad:
     return MachineLoad(load=float(load), cores=os.cpu_count() or 1)
 
 
+MACHINE = "machine"           # the id of this machine's own measured profile (links, `profile=machine`)
+MEASURE_REASON = ("trees are sized from the reference CPU's timings until this machine's own are measured; "
+                  "about a minute")
+
+
 def profile_name(profile) -> str:
-    """A profile's name as every modelled figure shows it: what, where and when it was measured."""
+    """A profile's name as every modelled figure shows it: what, where and when it was measured, or
+    that it is a roofline estimate."""
     if profile is None:
         return "no latency profile"
+    if profile.kind == "roofline":
+        return profile.source.split(" (not measured)")[0] + " (not measured)"
     if profile.source in ("measured", "fixed"):
         return profile.describe()
+    if profile.source.startswith("measured on "):
+        when = f", {profile.measured_at}" if profile.measured_at else ""
+        return f"reference latency profile of {profile.pair}, measured on the {profile.device_label()}{when}"
     return f"reference latency profile of {profile.pair}, {profile.source}"
+
+
+def profile_limit(pair) -> int:
+    """The largest tree a profile is measured for: the biggest budget, or what the pair's context holds."""
+    from ..config import MAX_BUDGET
+
+    return min(MAX_BUDGET, max(64, pair.max_context - 2))
+
+
+def profile_label(profile_id: str, pair=None) -> str:
+    """A profile id in a few words for a page ("this machine's measured profile", "the reference
+    CPU's measured profile", "roofline estimate: NVIDIA H200 SXM × Qwen3-8B")."""
+    from .. import roofline
+
+    if not profile_id:
+        return "no latency profile"
+    if profile_id == MACHINE:
+        return "this machine's measured profile"
+    if profile_id.startswith(roofline.PREFIX):
+        try:
+            return roofline.label(*roofline.split_id(profile_id))
+        except ValueError:
+            return f"{profile_id} (an unknown roofline profile)"
+    found = _shipped().get(profile_id)
+    if found is None:
+        return f"{profile_id} (not shipped with this app)"
+    return f"the {found.device_label()}'s measured profile ({found.pair})"
+
+
+def resolve_profile(pair, profile_id: str, budget: int = 0):
+    """The profile an id names for this pair, covering trees of `budget` nodes: (profile, "") or
+    (None, why not). Ids: `machine`, a shipped reference (`reference-cpu-taps-code-10m`), or a
+    roofline estimate (`roofline-<device>-<model>`)."""
+    from .. import roofline
+    from ..cost_model import extended
+    from ..profiles import same_pair, saved_profile
+
+    if pair is None:
+        return None, "no model pair is loaded"
+    limit = profile_limit(pair)
+    if profile_id == MACHINE:
+        return saved_profile(pair, max_nodes=min(budget, limit))
+    if profile_id.startswith(roofline.PREFIX):
+        try:
+            return _roofline(pair, *roofline.split_id(profile_id), limit), ""
+        except ValueError as exc:
+            return None, str(exc)
+    found = _shipped().get(profile_id)
+    if found is None:
+        return None, f"no shipped profile is called {profile_id!r}"
+    if not same_pair(found, pair):
+        return None, f"{profile_id} was measured for {found.pair or 'another pair'}, not this {pair.name}"
+    return extended(found, max(budget, 64)), ""
+
+
+_ROOFLINES: dict[tuple, object] = {}
+_SHIPPED: dict[str, dict] = {}
+
+
+def _shipped() -> dict:
+    """The shipped measured profiles by id, read once per process (they do not change while it runs)."""
+    from ..cost_model import REFERENCE_PROFILES, reference_profiles
+
+    folder = str(REFERENCE_PROFILES)
+    if folder not in _SHIPPED:
+        _SHIPPED[folder] = reference_profiles()
+    return _SHIPPED[folder]
+
+
+def _roofline(pair, device: str, model: str, limit: int):
+    from .. import roofline
+
+    key = (device, model, pair.name, getattr(pair, "fingerprint", ""), limit)
+    if key not in _ROOFLINES:
+        _ROOFLINES[key] = roofline.roofline_profile(device, model, pair=pair, max_nodes=limit)
+    return _ROOFLINES[key]
+
+
+def default_profile(pair, budget: int = 0):
+    """The profile runs size trees from when no link names one: this machine's saved profile, else
+    the shipped reference measured for this very pair. (profile, id, why none) - (None, "", why) only
+    when neither exists."""
+    from ..profiles import REFERENCE_PREFIX, same_pair
+
+    profile, why_not_machine = resolve_profile(pair, MACHINE, budget)
+    if profile is not None:
+        return profile, MACHINE, ""
+    if pair is None:
+        return None, "", why_not_machine
+    ours = sorted(name for name, p in _shipped().items()
+                  if name.startswith(REFERENCE_PREFIX) and p.kind == "measured" and same_pair(p, pair))
+    if not ours:
+        return None, "", f"{why_not_machine}, and no reference profile is shipped for {pair.name}"
+    return resolve_profile(pair, ours[0], budget)[0], ours[0], ""
+
+
+# ---------------------------------------------------------------------------- measuring in the background
+@dataclass
+class MeasureJob:
+    """A latency-profile measurement running in a thread of its own; the page polls it."""
+
+    path: str
+    share: float = 0.0
+    text: str = "starting"
+    done: bool = False
+    error: str = ""
+
+    def update(self, share: float, text: str) -> None:
+        self.share, self.text = min(max(float(share), 0.0), 1.0), text
+
+
+_JOBS: dict[str, MeasureJob] = {}
+_JOBS_LOCK = threading.Lock()
+
+
+def measure_job(pair) -> MeasureJob | None:
+    """The measurement of this pair's profile here that is running or last ran in this process."""
+    from ..profiles import profile_path
+
+    return _JOBS.get(str(profile_path(pair))) if pair is not None else None
+
+
+def start_measuring(pair, after: Callable[[], None] | None = None) -> MeasureJob:
+    """Measure and save this pair's profile here in a background thread (one at a time per pair and
+    device); `after` runs once it is saved (e.g. to forget cached profiles). Returns the job."""
+    from ..eval.measure import forget_profiles, measure_and_save
+    from ..profiles import profile_path
+
+    path = str(profile_path(pair))
+    with _JOBS_LOCK:
+        job = _JOBS.get(path)
+        if job is not None and not job.done:
+            return job
+        job = _JOBS[path] = MeasureJob(path)
+
+    def work() -> None:
+        try:
+            measure_and_save(pair, max_nodes=profile_limit(pair), progress=job.update)
+            forget_profiles()
+            if after is not None:
+                after()
+        except Exception as exc:  # noqa: BLE001 - the page shows any failure as a line, never a traceback
+            job.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            job.share, job.done = (1.0 if not job.error else job.share), True
+
+    threading.Thread(target=work, name="taps-measure-profile", daemon=True).start()
+    return job
 
 
 # ---------------------------------------------------------------------------- step through

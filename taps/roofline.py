@@ -189,12 +189,16 @@ def roofline_profile(device: str, model: str, pair=None, max_nodes: int = 1024, 
     draft_shape, block = drafter_shape(data, target, drafter_config)
     draft_s = float(pass_seconds(dev, draft_shape, block, context)) if block else 0.0
     host = data["host_s"]
+    weights = float(verify_cost(target, 1, 0, dev["bytes_per_param"])[1])
+    fits = "" if not dev.get("memory_bytes") or weights <= dev["memory_bytes"] else (
+        f"; its weights ({weights / 1e9:.0f} GB) do not fit in the {dev['memory_bytes'] / 1e9:.0f} GB of the device: "
+        "the estimate assumes they did")
     overhead = {policy: draft_s + float(cost) for policy, cost in host.items() if policy != AR.name}
     return LatencyProfile(
         sizes=sizes, verify_s=[float(v) for v in verify], draft_s=draft_s, device=device,
         pair=pair.name if pair is not None else "", context_length=context, overhead_s=overhead,
         ar_step_s=float(verify[0]) + float(host.get(AR.name, 0.0)), key={"roofline": profile_id(device, model)},
-        source=f"{label(device, model, data)} (not measured): {FORMULA}; {dev['source']}",
+        source=f"{label(device, model, data)} (not measured): {FORMULA}; {dev['source']}{fits}",
         kind="roofline", device_name=dev["name"], dtype=dev.get("dtype", ""),
         model={k: target[k] for k in (*MODEL_FIELDS, "name") if k in target})
 

@@ -77,6 +77,9 @@ def test_profile_for_measures_once_with_a_message_then_reads_it(tiny_pair_f32, t
     assert profile.source == "measured" and max(profile.sizes) == 64 and profile.verify_s == sorted(profile.verify_s)
     assert set(profile.overhead_s) == {"dflash", "ddtree", "taps/marginal", "taps/online"} and profile.ar_step_s > 0
     assert json.loads(profile_path(tiny_pair_f32).read_text())["key"] == profile_key(tiny_pair_f32)
+    # the shared schema: what it is, where, at which precision, for which shape
+    assert profile.kind == "measured" and profile.dtype == "float32" and profile.device_name.startswith("CPU, ")
+    assert profile.model["layers"] == tiny_pair_f32.target.config.num_hidden_layers and profile.model["params"] > 0
     measure.forget_profiles()
     again = conftest.REAL_PROFILE_FOR(tiny_pair_f32, 32, announce=said.append)
     assert len(said) == 1 and again == profile        # read from disk, not measured again
@@ -109,3 +112,75 @@ def test_ddtree_cost_mode_is_lossless_and_within_budget(tiny_pair, budget):
     plain = DecodeSession(tiny_pair, prompt, selector="ddtree", budget=budget, max_new_tokens=24, stop_at_eos=False)
     plain.run()
     assert [r.verified_nodes for r in s.rounds][:1] == [r.verified_nodes for r in plain.rounds][:1]  # dear: full
+
+
+# ---------------------------------------------------------------------------- one schema, shipped profiles
+def test_profiles_share_one_schema_and_old_files_still_load(tmp_path):
+    from taps.paths import PROFILES_DIR
+
+    old = cost_model.LatencyProfile.load(PROFILES_DIR / "nvidia-h200-bfloat16.json")     # written before the schema
+    assert old.kind == "measured" and old.model == {} and old.device_label() == "NVIDIA H200"
+    ref = cost_model.LatencyProfile.load(PROFILES_DIR / "reference-cpu-taps-code-10m.json")
+    assert (ref.kind, ref.dtype, ref.device_label(), ref.pair) == ("measured", "float32", "2-core reference CPU",
+                                                                   "taps-code-10m")
+    assert ref.model["layers"] == 12 and ref.model["hidden"] == 256 and ref.key["format"] == cost_model.PROFILE_FORMAT
+    ref.save(tmp_path / "again.json")
+    assert cost_model.LatencyProfile.load(tmp_path / "again.json") == ref
+    raw = json.loads((tmp_path / "again.json").read_text())
+    (tmp_path / "odd.json").write_text(json.dumps({**raw, "kind": "guessed"}))
+    with pytest.raises(ValueError, match="kind must be one of measured, roofline"):
+        cost_model.LatencyProfile.load(tmp_path / "odd.json")
+
+
+def test_a_profile_extends_linearly_past_its_largest_tree():
+    ref = cost_model.LatencyProfile.load(cost_model.REFERENCE_PROFILES / "reference-cpu-taps-code-10m.json")
+    assert cost_model.extended(ref, 128) is ref
+    wide = cost_model.extended(ref, 1024)
+    assert max(wide.sizes) == 1024 and wide.sizes[:len(ref.sizes)] == ref.sizes and "extrapolated" in wide.source
+    slope = (ref.verify_s[-1] - ref.verify_s[-2]) / (ref.sizes[-1] - ref.sizes[-2])
+    assert wide.verify_time(512) == pytest.approx(ref.verify_s[-1] + slope * (512 - 128))
+    assert wide.verify_s == sorted(wide.verify_s) and wide.verify_time(64) == ref.verify_time(64)
+
+
+def test_runs_use_this_machine_s_profile_else_the_shipped_reference_of_the_very_same_pair(
+        tiny_pair_f32, tmp_path, monkeypatch):
+    """The first click works: with no saved profile, the shipped reference of this pair (same name and
+    files) sizes the trees; once this machine's is saved, runs use it; a pair under the same name but
+    other files, or another pair, gets none of them."""
+    from taps.studio import speed
+
+    monkeypatch.setenv("TAPS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cost_model, "REFERENCE_PROFILES", tmp_path)
+    speed._SHIPPED.clear()
+    shipped = replace(conftest.fixed_profile(tiny_pair_f32), source="measured on a test CPU", measured_at="then",
+                      sizes=[0, 1, 8], verify_s=[0.01, 0.011, 0.02])
+    shipped.save(tmp_path / "reference-cpu-tiny.json")
+    replace(shipped, pair="another-pair").save(tmp_path / "reference-cpu-other.json")
+    try:
+        profile, profile_id, why = speed.default_profile(tiny_pair_f32, budget=32)
+        assert profile_id == "reference-cpu-tiny" and not why and max(profile.sizes) >= 64   # extended to the budget
+        assert "measured on the cpu" in speed.profile_name(profile) and "measured profile" in \
+            speed.profile_label(profile_id)
+        assert "measured for another-pair" in speed.resolve_profile(tiny_pair_f32, "reference-cpu-other")[1]
+        mine = conftest.fixed_profile(tiny_pair_f32)
+        mine.save(profile_path(tiny_pair_f32))
+        assert speed.default_profile(tiny_pair_f32, budget=32)[:2] == (mine, speed.MACHINE)
+        profile_path(tiny_pair_f32).unlink()
+        retrained = replace(tiny_pair_f32, fingerprint="other-files")
+        profile, profile_id, why = speed.default_profile(retrained, budget=32)
+        assert profile is None and profile_id == "" and "no reference profile is shipped for" in why
+        assert "no shipped profile is called" in speed.resolve_profile(tiny_pair_f32, "reference-none")[1]
+    finally:
+        speed._SHIPPED.clear()
+
+
+def test_the_shipped_reference_is_measured_for_the_shipped_pair():
+    """The file the app falls back to carries the shipped pair's fingerprint (a retrained pair must
+    ship a new one), and on this reference CPU verify grows with the tree."""
+    from taps import load_pair
+    from taps.profiles import shipped_reference
+
+    ref = cost_model.LatencyProfile.load(cost_model.REFERENCE_PROFILES / "reference-cpu-taps-code-10m.json")
+    name, found, why = shipped_reference(load_pair(None))
+    assert name == "reference-cpu-taps-code-10m" and found == ref and not why
+    assert ref.verify_time(64) / ref.verify_time(1) > 1.5

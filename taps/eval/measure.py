@@ -19,6 +19,7 @@ from ..config import ESTIMATORS, DecodeConfig, run_label
 from ..cost_model import LatencyProfile, default_sizes, monotone_fit
 from ..policies import REGISTRY, Policy, policy
 from ..profiles import profile_key, profile_path, saved_profile
+from ..roofline import model_shape
 from ..session import DecodeSession
 
 OVERHEAD_BUDGET = 32            # policies' per-round overheads are measured at this budget
@@ -190,11 +191,28 @@ def measure_profile(pair, max_nodes: int = 64, context_length: int = 128, repeat
     medians, spread = measure_verify(pair, sizes, context_length, repeats, part(0.0, 0.6))
     draft_s = measure_draft(pair, context_length, repeats)
     overhead, ar_step = measure_overheads(pair, progress=part(0.6, 1.0)) if overheads else ({}, 0.0)
+    key = profile_key(pair)
     return LatencyProfile(sizes=list(sizes), verify_s=monotone_fit(medians), draft_s=draft_s,
                           device=str(pair.device), pair=pair.name, context_length=context_length,
                           overhead_s=overhead, ar_step_s=ar_step, raw_verify_s=medians, spread=spread,
-                          key=profile_key(pair), measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                          repeats=repeats)
+                          key=key, measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                          repeats=repeats, kind="measured", device_name=_device_name(key), dtype=key["dtype"],
+                          model=_shape(pair))
+
+
+def _device_name(key: dict) -> str:
+    """The device in words: a GPU's name, or "CPU, N threads"."""
+    if key["device"] != "cpu":
+        return key["device_name"]
+    return f"CPU, {key['threads']} thread{'s' if key['threads'] != 1 else ''}"
+
+
+def _shape(pair) -> dict:
+    """The target's shape (taps.roofline.model_shape), or {} for a target without a decoder config."""
+    try:
+        return model_shape(pair.target.config, pair.name)
+    except (AttributeError, TypeError, ValueError):
+        return {}
 
 
 def measure_and_save(pair, max_nodes: int = 64, progress: Callable[[float, str], None] | None = None,

@@ -7,13 +7,7 @@ from taps.studio import figures
 from taps.studio.app_state import pair_facts
 from taps.studio.toy import PRESETS, build_toy_tree, choose, descendants
 
-st.title("TAPS Studio")
-st.markdown("#### See and measure tree speculative decoding with diffusion drafters")
-
-left, right = st.columns([1, 1])
-with left:
-    st.markdown(
-        """
+INTRO = """
 **Speculative decoding.** A small *drafter* guesses several next tokens; the large *target* model
 checks them all in one forward pass and keeps the longest prefix it agrees with, plus one token of
 its own (the *bonus*). The output is exactly what the target alone would write: only faster.
@@ -29,20 +23,41 @@ its **path-conditioned reach** (the chance the target accepts the whole path) in
 marginal product DDTree uses, and spends the budget where acceptance is likely, not under
 prefixes the target will reject (**rejected-prefix waste**).
 """
-    )
+on_stage = ui.presenter()
+st.title("TAPS Studio")
+if not on_stage:
+    st.markdown("#### See and measure tree speculative decoding with diffusion drafters")
+pair = ui.current_pair(stop=False)
+
+left, right = st.columns([1, 1] if not on_stage else [2, 3])
+with left:
+    if on_stage:      # the figure gets the screen; the prose is one click away
+        st.markdown("A drafter guesses a **tree** of next tokens; the target verifies it in one pass and keeps the "
+                    "longest prefix it agrees with. **TAPS** ranks the tree's nodes by the chance the target "
+                    "accepts their whole path (*reach*), DDTree by the drafter's *marginal product*.")
+        with st.expander("More: speculative decoding, diffusion drafting, TAPS"):
+            st.markdown(INTRO)
+    else:
+        st.markdown(INTRO)
+    if pair is not None:
+        _, profile_id = ui.run_profile(pair)
+        st.caption(f"**Latency profile** — {ui.profile_label(profile_id)}: what verifying a tree of each size "
+                   "costs; TAPS's cost mode sizes every tree from it, and modelled speed-ups use it as their clock.")
 with right:
     preset = PRESETS["Two good openings"]
     toy = build_toy_tree(preset.marginals, preset.off_mode_factor, preset.tokens)
     rejected, budget = 2, 8
     below = set(descendants(toy, rejected))
     lost = [len(below & set(choose(score, budget).tolist())) for score in (toy.path_marginal, toy.reach)]
-    ui.chart(figures.toy_tree_figure(toy, budget=budget, rejected=rejected), "home_toy_chart",
+    height = ui.tree_plot(reserve=-150).height if on_stage else None     # the window less the bar and title
+    ui.chart(figures.toy_tree_figure(toy, budget=budget, rejected=rejected, height=height), "home_toy_chart",
              config={"displayModeBar": False})
     st.caption(f"A toy tree with a budget of {budget} nodes. Suppose the target rejects '{toy.labels[rejected]}': "
                f"everything below it is waste. DDTree (left) put {lost[0]} nodes there, TAPS (right) {lost[1]}.")
+if on_stage:
+    st.stop()
 
 st.subheader("The loaded model pair")
-pair = ui.current_pair(stop=False)
 if pair is not None:
     facts = pair_facts(pair)
     cols = st.columns(2)

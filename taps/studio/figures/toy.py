@@ -12,11 +12,14 @@ from ..toy import ToyTree, choose, descendants
 from .style import FONT, colour_axis, escape, fmt, log_scale
 from .trees import edge_trace, node_trace, tree_positions
 
+DEPTH_TITLE = "depth (0 = root), both panels"
 
-def toy_tree_figure(tree: ToyTree, budget: int, rejected: int | None = None) -> go.Figure:
+
+def toy_tree_figure(tree: ToyTree, budget: int, rejected: int | None = None, height: int | None = None) -> go.Figure:
     """The toy's full tree twice: the `budget` nodes DDTree picks (marginal product, left) and TAPS
     picks (reach, right). With `rejected`, that node is marked and everything under it crossed
-    out: those nodes can never be accepted, so verifying them is waste."""
+    out: those nodes can never be accepted, so verifying them is waste. `height` fits it to a
+    window (presenter mode: tighter margins); otherwise it grows with the tree's leaves."""
     nodes = list(range(len(tree.labels)))
     pos = tree_positions(tree.parents, tree.ranks, nodes)
     unreachable = set(descendants(tree, rejected)) if rejected else set()
@@ -57,20 +60,24 @@ def toy_tree_figure(tree: ToyTree, budget: int, rejected: int | None = None) -> 
                                       size_scale=0.8 if len(nodes) > 45 else 1.0), row=1, col=col)
         fig.add_trace(node_trace(pos, [0], "root", "#000000", rows([0]), hover, showlegend=False), row=1, col=col)
     leaves = sum(1 for v in nodes if tree.depths[v] == tree.depths.max())
-    height = int(min(1000, max(560, 220 + 10 * leaves)))
-    fig.update_xaxes(title_text="depth (0 = root)", dtick=1, range=[-0.5, int(tree.depths.max()) + 0.7],
-                     showgrid=False, zeroline=False)
+    fitted = height is not None
+    height = int(max(380, height)) if fitted else int(min(1000, max(560, 220 + 10 * leaves)))
+    top, bottom = (90, 150) if fitted else (120, 205)
+    # One depth title under both panels: two axis titles side by side run into each other in a narrow column.
+    fig.update_xaxes(dtick=1, range=[-0.5, int(tree.depths.max()) + 0.7], showgrid=False, zeroline=False)
     fig.update_yaxes(visible=False, autorange="reversed")
     fig.update_layout(template="plotly_white", font=FONT, height=height, plot_bgcolor="white",
                       title=dict(text="The toy tree, ranked two ways", x=0.01, xanchor="left", y=1 - 12 / height,
                                  yref="container", yanchor="top", font=dict(size=22)),
-                      margin=dict(l=20, r=20, t=120, b=170), hoverlabel=dict(font_size=17),
+                      margin=dict(l=20, r=20, t=top, b=bottom), hoverlabel=dict(font_size=17),
                       legend=dict(orientation="h", x=0.01, xanchor="left", y=0.01, yref="container",
                                   yanchor="bottom", font=dict(size=16)),
-                      coloraxis=colour_axis("score (each panel's own)", 300))
+                      coloraxis=colour_axis("score (each panel's own)", min(300, height - top - bottom)))
     fig.update_layout(coloraxis_colorbar=dict(lenmode="fraction", len=0.8, x=1.02, y=0.5, yanchor="middle",
                                               title=dict(side="right")))
     fig.update_annotations(font=dict(size=18))
+    fig.add_annotation(text=DEPTH_TITLE, x=0.5, xref="paper", xanchor="center", y=0, yref="paper", yanchor="top",
+                       yshift=-30, showarrow=False, font=dict(size=18))
     return fig
 
 

@@ -1,0 +1,93 @@
+"""The first click on a fresh machine, in Chromium, on the SHIPPED pair: no saved latency profile
+(an empty cache folder), default settings (TAPS in cost mode). The first Step shows a tree within
+10 s, with no error and no button to press first, and the page names the profile its trees and
+figures used (the shipped reference CPU's until this machine's own is measured). Home says what
+the profile is for, and fits the window in presenter mode."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import test_browser
+from test_browser import idle, settled, streamlit_server, tree_chart
+
+browser = test_browser.browser          # the shared Chromium fixture
+
+pytestmark = pytest.mark.browser
+
+REFERENCE_NAME = "2-core reference CPU"
+
+
+@pytest.fixture(scope="module")
+def shipped_server(tmp_path_factory):
+    """`streamlit run app.py` on the shipped pair (test_browser's server env sets TAPS_PAIR to the
+    folder given: "" is the shipped pair) with a fresh, empty cache."""
+    folder = tmp_path_factory.mktemp("first-click")
+    cache = folder / "cache"
+    cache.mkdir()
+    with streamlit_server("", cache, folder / "server.log") as url:
+        yield url, cache
+
+
+def page_text(page) -> str:
+    return page.locator('[data-testid="stApp"]').inner_text()
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1600, 1000)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_first_step_on_a_fresh_machine_shows_a_tree_and_names_the_profile(shipped_server, browser, size):
+    from playwright.sync_api import expect
+
+    url, cache = shipped_server
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+    page.set_default_timeout(90_000)
+    page.goto(f"{url}/Step_through")
+    step_button = page.get_by_role("button", name="Step", exact=True)
+    step_button.wait_for()
+    settled(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    started = time.perf_counter()
+    step_button.click()
+    expect(tree_chart(page).locator(".gtitle")).to_contain_text("Round 1 ·", timeout=10_000)
+    took = time.perf_counter() - started
+    idle(page)
+    assert took < 10, f"the first Step took {took:.1f} s"
+    print(f"first Step at {size[0]}x{size[1]}: {took:.2f} s from the click to the tree")
+    errors = page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]')
+    assert errors.count() == 0, errors.all_inner_texts()
+    text = page_text(page)
+    assert "Cannot run" not in text and "none is saved" not in text
+    assert REFERENCE_NAME in text                         # the profile the trees were sized from, named
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    expect(sidebar).to_contain_text("until this machine's own are measured")       # the one-line reason
+    expect(sidebar.get_by_role("button", name="Measure latency profile")).to_be_visible()
+    assert not list(cache.rglob("*.json"))                # nothing was measured or saved to get there
+    page.close()
+
+
+def test_home_says_what_the_profile_is_for_and_fits_presenter_mode(shipped_server, browser):
+    from playwright.sync_api import expect
+
+    url, _ = shipped_server
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.set_default_timeout(90_000)
+    page.goto(url)
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    chart.wait_for()
+    settled(page)
+    expect(page.locator('[data-testid="stMain"]')).to_contain_text("Latency profile")
+    expect(page.locator('[data-testid="stMain"]')).to_contain_text(REFERENCE_NAME)
+    # one depth title under both panels, clear of the tick labels and the legend
+    titles = chart.locator(".annotation-text", has_text="depth")
+    assert titles.count() == 1 and chart.locator(".xtitle").count() == 0
+    page.locator('label:has-text("Presenter mode")').first.click()
+    expect(page.locator('[data-testid="stSidebar"]')).to_be_hidden()
+    settled(page)
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    box = chart.locator("svg.main-svg").first.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 720 + 1, box     # the whole toy tree in the window
+    assert page.locator('[data-testid="stException"]').count() == 0
+    if os.environ.get("TAPS_SCREENSHOT_DIR"):
+        page.screenshot(path=os.path.join(os.environ["TAPS_SCREENSHOT_DIR"], "home-presenter-1280x720.png"))
+    page.close()

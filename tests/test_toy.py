@@ -136,3 +136,31 @@ def test_bad_marginals_are_clear(text, message):
 def test_bad_factor_is_clear(factor):
     with pytest.raises(ValueError, match="off-mode factor"):
         build_toy_tree([[0.5, 0.5]], factor)
+
+
+def test_learn_link_round_trip_and_bad_values():
+    from taps.studio.toy import LearnState, learn_link_params, parse_learn_params
+
+    state = LearnState("Sure start, shaky finish", 0.45, 12, "a dog")
+    again, messages = parse_learn_params(learn_link_params(state))
+    assert again == state and messages == []
+    assert parse_learn_params({"preset": "two-good-openings", "reject": "while  i"})[0] == LearnState(
+        "Two good openings", 0.2, 8, "while i")
+    default, messages = parse_learn_params({})
+    assert default == LearnState("Two good openings", 0.2, 8, "") and messages == []
+    bad = {"preset": "Nope", "factor": "1.5", "budget": "0", "reject": "zebra"}
+    state, messages = parse_learn_params(bad)
+    assert state == LearnState("Two good openings", 0.2, 8, "")
+    assert [m.split(":")[0] for m in messages] == [f"Link parameter {name}" for name in bad]
+    assert "unknown preset 'Nope': choose one of Two good openings" in messages[0]
+    assert "between 0 and 1, got 1.5" in messages[1] and "from 1 to 60" in messages[2]
+    state, messages = parse_learn_params({"factor": "x", "budget": "7.5"})
+    assert (state.factor, state.budget) == (0.2, 8) and "not a number" in messages[0] and "'7.5'" in messages[1]
+    state, messages = parse_learn_params({"factor": "0.33", "preset": "Flat drafter", "budget": "40"})
+    assert state.factor == 0.35 and "steps of 0.05" in messages[0] and "from 1 to 39" in messages[1]
+
+
+def test_ranking_table_puts_both_picks_next_to_the_path():
+    preset = PRESETS["Two good openings"]
+    table = ranking_table(build_toy_tree(preset.marginals, preset.off_mode_factor, preset.tokens), 8)
+    assert list(table.columns[:3]) == ["path", "DDTree picks", "TAPS picks"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -245,11 +246,12 @@ def ranking_table(tree: ToyTree, budget: int) -> pd.DataFrame:
     nodes = np.arange(1, len(tree.labels))
     rank_marginal = _rank(tree.path_marginal[1:])
     rank_reach = _rank(tree.reach[1:])
+    # the picks right after the path: a narrow column (1280 px with the sidebar) still shows both
     frame = pd.DataFrame({
-        "path": [tree.path_text(int(i)) for i in nodes], "marginal product": tree.path_marginal[1:],
-        "reach": tree.reach[1:], "DDTree picks": [int(i) in by_marginal for i in nodes],
-        "TAPS picks": [int(i) in by_reach for i in nodes], "rank by marginal": rank_marginal,
-        "rank by reach": rank_reach, "depth": tree.depths[1:], "node": nodes})
+        "path": [tree.path_text(int(i)) for i in nodes], "DDTree picks": [int(i) in by_marginal for i in nodes],
+        "TAPS picks": [int(i) in by_reach for i in nodes], "marginal product": tree.path_marginal[1:],
+        "reach": tree.reach[1:], "rank by marginal": rank_marginal, "rank by reach": rank_reach,
+        "depth": tree.depths[1:], "node": nodes})
     return frame.sort_values("rank by marginal").reset_index(drop=True)
 
 
@@ -258,3 +260,122 @@ def _rank(score: np.ndarray) -> np.ndarray:
     ranks = np.empty(len(score), dtype=np.int64)
     ranks[order] = np.arange(1, len(score) + 1)
     return ranks
+
+
+# ---------------------------------------------------------------------------- the Learn page's link
+FACTOR_STEP = 0.05               # the off-mode factor slider's step
+MAX_BUDGET = 60                  # the budget slider's top (or the tree's size when smaller)
+DEFAULT_BUDGET = 8
+MAX_REJECT_DEPTH = 2             # "suppose the target rejects" offers the nodes of depth 1 and 2
+LEARN_PARAMS = ("preset", "factor", "budget", "reject")
+
+
+@dataclass
+class LearnState:
+    """What a Learn link describes: a preset, the off-mode factor, the budget and the rejected
+    prefix (a node's path text, "" for none)."""
+    preset: str
+    factor: float
+    budget: int
+    reject: str = ""
+
+    def tree(self) -> ToyTree:
+        preset = PRESETS[self.preset]
+        return build_toy_tree(preset.marginals, self.factor, preset.tokens)
+
+
+def budget_limit(tree: ToyTree) -> int:
+    """The largest budget the page offers for this tree."""
+    return min(tree.size, MAX_BUDGET)
+
+
+def reject_options(tree: ToyTree) -> list[int]:
+    """The nodes a lecturer may suppose rejected (0: nothing): those of depth 1 and 2."""
+    return [0] + [v for v in range(1, len(tree.labels)) if tree.depths[v] <= MAX_REJECT_DEPTH]
+
+
+def node_by_path(tree: ToyTree, text: str) -> int | None:
+    """The node of depth <= 2 whose path reads `text` ("while i"), or None."""
+    wanted = " ".join(text.split())
+    return next((v for v in reject_options(tree)[1:] if tree.path_text(v) == wanted), None)
+
+
+def find_preset(text: str) -> str | None:
+    """The preset a link names: its name, in any case, spaces or hyphens ("two-good-openings")."""
+    def squash(name: str) -> str:
+        return "".join(c for c in name.lower() if c.isalnum())
+
+    return next((name for name in PRESETS if squash(name) == squash(text)), None)
+
+
+def _param(params: Mapping, name: str) -> str | None:
+    value = params.get(name)
+    if isinstance(value, (list, tuple)):
+        value = value[-1] if value else None
+    return None if value is None else str(value).strip()
+
+
+def _read_factor(text: str, default: float, messages: list[str]) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        messages.append(f"Link parameter factor: {text!r} is not a number; using {default:g}.")
+        return default
+    if not 0.0 <= value <= 1.0:                       # NaN fails this too
+        messages.append(f"Link parameter factor: the off-mode factor must be between 0 and 1, got {text}; "
+                        f"using {default:g}.")
+        return default
+    snapped = round(round(value / FACTOR_STEP) * FACTOR_STEP, 2)
+    if abs(snapped - value) > 1e-9:
+        messages.append(f"Link parameter factor: the slider moves in steps of {FACTOR_STEP:g}; {text} is shown "
+                        f"as {snapped:g}.")
+    return snapped
+
+
+def _read_budget(text: str, tree: ToyTree, messages: list[str]) -> int:
+    top = budget_limit(tree)
+    default = min(DEFAULT_BUDGET, top)
+    if not text.isdigit() or not 1 <= int(text) <= top:
+        messages.append(f"Link parameter budget: the budget must be a whole number from 1 to {top} for this "
+                        f"tree, got {text!r}; using {default}.")
+        return default
+    return int(text)
+
+
+def parse_learn_params(params: Mapping) -> tuple[LearnState, list[str]]:
+    """The LearnState query parameters describe, and a message for each bad one (which gets the
+    page's default: the first preset, its own factor, budget 8, nothing rejected)."""
+    messages: list[str] = []
+    name = next(iter(PRESETS))
+    text = _param(params, "preset")
+    if text is not None:
+        found = find_preset(text)
+        if found is None:
+            messages.append(f"Link parameter preset: unknown preset {text!r}: choose one of {', '.join(PRESETS)}; "
+                            f"using {name!r}.")
+        else:
+            name = found
+    factor = PRESETS[name].off_mode_factor
+    text = _param(params, "factor")
+    if text is not None:
+        factor = _read_factor(text, factor, messages)
+    state = LearnState(name, factor, DEFAULT_BUDGET)
+    tree = state.tree()
+    text = _param(params, "budget")
+    state.budget = _read_budget(text, tree, messages) if text is not None else min(DEFAULT_BUDGET, budget_limit(tree))
+    text = _param(params, "reject")
+    if text:
+        if node_by_path(tree, text) is None:
+            messages.append(f"Link parameter reject: {text!r} is not a node of depth 1 or 2 in {name!r}; "
+                            "supposing nothing rejected.")
+        else:
+            state.reject = " ".join(text.split())
+    return state, messages
+
+
+def learn_link_params(state: LearnState) -> dict[str, str]:
+    """The query parameters of a Learn link (the reverse of `parse_learn_params`)."""
+    params = {"preset": state.preset, "factor": f"{state.factor:g}", "budget": str(state.budget)}
+    if state.reject:
+        params["reject"] = state.reject
+    return params

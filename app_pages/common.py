@@ -425,7 +425,8 @@ def _runs_option(run_id: str) -> str:
     """The first "Model the speed on" option: the profile the runs use, named."""
     if run_id == speed.MACHINE:
         return "this machine's profile"
-    return f"the runs' profile ({profile_label(run_id) if run_id else 'none yet'})"
+    found = _references(None).get(run_id)
+    return f"the runs' profile ({f'the {found.device_label()}' if found is not None else run_id or 'none yet'})"
 
 
 def _roofline_pickers(pair: ModelPair | None) -> None:
@@ -434,18 +435,19 @@ def _roofline_pickers(pair: ModelPair | None) -> None:
     state = st.session_state
     state.setdefault("roofline_device", "h200")
     state.setdefault("roofline_model", "qwen3-8b")
-    left, right = st.columns(2)
-    left.selectbox("Device", devices, key="roofline_device", format_func=lambda d: data["devices"][d]["name"],
+    st.selectbox("Device", devices, key="roofline_device", format_func=lambda d: data["devices"][d]["name"],
                    help="Published peak FLOP/s and memory bandwidth (the reference CPU's fitted to its measured "
                         "profile); per-layer launch cost assumed. Sources: assets/profiles/roofline.json.")
-    right.selectbox("Target shape", models, key="roofline_model",
+    st.selectbox("Target shape", models, key="roofline_model",
                     format_func=lambda m: data["models"].get(m, {}).get("name", f"{m} (this pair)"),
                     help="The target's layers, widths and vocabulary; the drafter is DFlash's for Qwen3 (5 layers "
                          "at the target's width) or this pair's own.")
-    chosen = model_profile(pair)
+    chosen, (measured, run_id) = model_profile(pair), run_profile(pair)
     if chosen is not None:
-        st.caption(f"**Roofline estimate**, not measured: verify(64) / verify(1) = {roofline.ratio(chosen):.2f} "
-                   "(1 means a 64-node tree costs what one token costs).", help=roofline.FORMULA)
+        against = (f"; {roofline.ratio(measured):.2f} on {profile_label(run_id)}"
+                   if measured is not None and measured.kind == "measured" else "")
+        st.caption(f"**Roofline estimate**, not measured: verify(64) / verify(1) = {roofline.ratio(chosen):.2f} there"
+                   f"{against} (1: a 64-node tree costs what one token costs).", help=roofline.FORMULA)
 
 
 def profile_sidebar(pair: ModelPair | None) -> None:
@@ -458,7 +460,7 @@ def profile_sidebar(pair: ModelPair | None) -> None:
             st.info(f"No latency profile for {pair.name} on this device yet, and none is shipped for it: TAPS's "
                     "cost mode needs one (measuring takes about a minute), its reach mode does not.")
         else:
-            st.caption(f"Trees are sized from **{profile_label(profile_id)}**.", help=speed.profile_name(profile))
+            st.caption(f"**In use:** {profile_label(profile_id)}.", help=speed.profile_name(profile))
         why = st.session_state.pop("_profile_override_why", None)
         if st.session_state.get(OVERRIDE) and why:
             st.caption(f"The link's profile {st.session_state[OVERRIDE]} does not apply here ({why}).")

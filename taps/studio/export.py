@@ -4,13 +4,20 @@ stopped, the whole process group with it (no browser is left behind), with a mes
 to do. Every image the app offers and every plot `python -m taps.bench` / `taps.profile` writes
 goes through here; standalone HTML needs no browser.
 
+Slides go through the same render: `slide_png` (1920x1080, a 1280x720 layout drawn at 1.5x, so
+type reads from the back of a room), and animated GIFs (Pillow) of a round's six stages
+(`stages_gif`) or of a run's first rounds (`rounds_gif`), one frame per stage or round.
+
     python -m taps.studio.export png WIDTH HEIGHT SCALE OUT.png ... < figures.json   (what the child runs)
 """
 
 from __future__ import annotations
 
+import html
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +27,10 @@ from pathlib import Path
 from ..paths import ROOT
 
 FORMATS = ("png", "svg")
+SLIDE_PX = (1920, 1080)          # a slide's pixels
+SLIDE_SCALE = 1.5                # drawn as a 1280x720 layout at 1.5x: the app's type, half as big again
+FRAME_S = (0.2, 10.0)            # seconds a GIF frame may show
+MAX_FRAMES = 60                  # rounds a GIF of a run holds at most
 
 
 class ExportError(RuntimeError):
@@ -105,9 +116,22 @@ def figure_svg(fig, width: int = 1600, timeout_s: float = 60.0) -> bytes:
     return render_image(fig, "svg", width=width, height=int(fig.layout.height or 700), timeout_s=timeout_s)
 
 
-def figure_html(fig) -> str:
-    """A standalone HTML page holding the interactive figure (plotly.js inlined: works offline)."""
-    return fig.to_html(include_plotlyjs=True, full_html=True)
+def title_text(fig) -> str:
+    """The figure's title as plain text (markup and line breaks dropped), "" when it has none."""
+    text = fig.layout.title.text or ""
+    text = re.sub(r"<br\s*/?>", " · ", text, flags=re.IGNORECASE)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", text)).split())
+
+
+def figure_html(fig, title: str | None = None) -> str:
+    """A standalone HTML page holding the interactive figure (plotly.js inlined: works offline),
+    whose <title> is `title`, else the figure's own title, else "TAPS Studio figure"."""
+    page = fig.to_html(include_plotlyjs=True, full_html=True)
+    name = html.escape(title or title_text(fig) or "TAPS Studio figure", quote=False)
+    head = re.search(r"<head[^>]*>", page)
+    if head is None:                                   # plotly always writes one; never leave the page untitled
+        return f"<title>{name}</title>\n{page}"
+    return f"{page[:head.end()]}<title>{name}</title>{page[head.end():]}"
 
 
 def export_title(fig, prompt: str, record=None, what: str = ""):
@@ -153,6 +177,74 @@ def save_image(fig, path: Path, width: int = 900, height: int = 520, scale: floa
                timeout_s: float = 120.0) -> Path:
     """`save_images` for one figure."""
     return save_images([fig], [path], width, height, scale, timeout_s)[0]
+
+
+# ---------------------------------------------------------------------------- slides
+def slide_png(fig, timeout_s: float = 60.0) -> bytes:
+    """A 1920x1080 PNG of the figure for a slide: laid out at 1280x720 and drawn at 1.5x, so its
+    type is half as big again as on the page. ExportError as `render_image`."""
+    width, height = (round(px / SLIDE_SCALE) for px in SLIDE_PX)
+    return render_image(fig, "png", width, height, SLIDE_SCALE, timeout_s)
+
+
+def slide_plot():
+    """The plot size figures for slides and GIFs are laid out at (1280x720)."""
+    from .layout import Plot
+
+    width, height = (round(px / SLIDE_SCALE) for px in SLIDE_PX)
+    return Plot(width=width, height=height)
+
+
+def gif_from_figures(figs: list, width: int = 1280, height: int = 720, frame_s: float = 2.0, scale: float = 1.0,
+                     timeout_s: float = 120.0) -> bytes:
+    """An animated GIF, one frame per figure, each shown `frame_s` seconds, looping; the figures
+    are drawn by one time-limited render (ExportError when it fails or overruns)."""
+    from PIL import Image
+
+    if not figs:
+        raise ValueError("a GIF needs at least one figure")
+    if not FRAME_S[0] <= frame_s <= FRAME_S[1]:
+        raise ValueError(f"a frame shows from {FRAME_S[0]:g} to {FRAME_S[1]:g} seconds, got {frame_s!r}")
+    images = render_images(figs, "png", width, height, scale, timeout_s)
+    frames = [Image.open(io.BytesIO(image)).convert("RGB").quantize(colors=255, dither=Image.Dither.NONE)
+              for image in images]
+    out = io.BytesIO()
+    # every frame kept whole (no merging of frames that look alike), so the count is the figures'
+    frames[0].save(out, format="GIF", save_all=True, append_images=frames[1:], duration=int(frame_s * 1000),
+                   loop=0, disposal=1, optimize=False)
+    return out.getvalue()
+
+
+def stage_figures(record, prompt: str | None = None, config=None, color_by: str = "reach", plot=None) -> list:
+    """The round's six stages (draft, pool, estimate, select, verify, commit), one figure each."""
+    from ..record import STAGES
+    from .figures.round import lesson_figure
+
+    plot = plot or slide_plot()
+    return [lesson_figure(record, stage, color_by, plot=plot, prompt=prompt, config=config) for stage in STAGES]
+
+
+def stages_gif(record, prompt: str | None = None, config=None, color_by: str = "reach", frame_s: float = 2.0,
+               timeout_s: float = 120.0) -> bytes:
+    """An animated GIF of one round's six stages, one frame per stage, at 1280x720."""
+    plot = slide_plot()
+    return gif_from_figures(stage_figures(record, prompt, config, color_by, plot), plot.width, plot.height, frame_s,
+                            timeout_s=timeout_s)
+
+
+def rounds_gif(rounds: list, count: int = 10, prompt: str | None = None, config=None, color_by: str = "reach",
+               frame_s: float = 1.5, timeout_s: float = 180.0) -> bytes:
+    """An animated GIF of a run's first `count` rounds (at most MAX_FRAMES), one frame per round's
+    tree, at 1280x720."""
+    from .figures.round import round_tree_figure
+
+    if not rounds:
+        raise ValueError("the run has no rounds yet: take a Step first")
+    if not 1 <= count <= MAX_FRAMES:
+        raise ValueError(f"a GIF of a run holds 1 to {MAX_FRAMES} rounds, got {count!r}")
+    plot = slide_plot()
+    figs = [round_tree_figure(record, color_by, plot=plot, prompt=prompt, config=config) for record in rounds[:count]]
+    return gif_from_figures(figs, plot.width, plot.height, frame_s, timeout_s=timeout_s)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,93 @@
+"""Slides: an animated GIF of a round's six stages (one frame per stage) and of a run's first rounds
+(one frame per round), 1920x1080 PNGs, all through the time-limited export; HTML exports titled."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+from conftest import needs_png_export
+from PIL import Image
+
+from taps import DecodeSession
+from taps.config import DecodeConfig
+from taps.eval.prompts import example_by_id
+from taps.profiles import shipped_reference
+from taps.record import STAGES
+from taps.studio import export
+from taps.studio.app_state import load_pair_from_source
+from taps.studio.figures import round_tree_figure
+
+LIMIT_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def shipped_run():
+    """Three rounds of the `fib` example on the shipped pair at the default settings."""
+    pair = load_pair_from_source("", "cpu")
+    _, profile, why = shipped_reference(pair)
+    assert profile is not None, why
+    prompt = example_by_id("fib")["prompt"]
+    config = DecodeConfig()
+    session = DecodeSession(pair, prompt, config, profile=profile)
+    return prompt, config.as_dict(), [session.step() for _ in range(3)]
+
+
+def frames(gif: bytes) -> list[Image.Image]:
+    image = Image.open(io.BytesIO(gif))
+    assert image.format == "GIF" and image.info.get("loop") == 0
+    out = []
+    for n in range(image.n_frames):
+        image.seek(n)
+        out.append(image.convert("RGB"))
+    return out
+
+
+@needs_png_export
+def test_a_rounds_stages_make_a_gif_one_frame_per_stage(shipped_run):
+    prompt, config, rounds = shipped_run
+    started = time.monotonic()
+    gif = export.stages_gif(rounds[0], prompt, config, frame_s=1.5, timeout_s=LIMIT_S)
+    assert time.monotonic() - started < LIMIT_S + 10
+    shown = frames(gif)
+    assert len(shown) == len(STAGES) == 6
+    assert all(frame.size == (1280, 720) for frame in shown)
+    assert len({frame.tobytes() for frame in shown}) == 6           # six different pictures, none merged
+    image = Image.open(io.BytesIO(gif))
+    assert image.info["duration"] == 1500
+
+
+@needs_png_export
+def test_a_runs_rounds_make_a_gif_and_a_slide_is_1920_by_1080(shipped_run):
+    prompt, config, rounds = shipped_run
+    assert len(frames(export.rounds_gif(rounds, count=2, prompt=prompt, config=config))) == 2
+    slide = Image.open(io.BytesIO(export.slide_png(round_tree_figure(rounds[0], plot=export.slide_plot()))))
+    assert slide.format == "PNG" and slide.size == export.SLIDE_PX == (1920, 1080)
+
+
+def test_slide_inputs_are_checked(shipped_run):
+    _, _, rounds = shipped_run
+    with pytest.raises(ValueError, match="no rounds yet"):
+        export.rounds_gif([])
+    with pytest.raises(ValueError, match="1 to 60 rounds, got 0"):
+        export.rounds_gif(rounds, count=0)
+    with pytest.raises(ValueError, match="from 0.2 to 10 seconds"):
+        export.gif_from_figures([round_tree_figure(rounds[0])], frame_s=0)
+    with pytest.raises(ValueError, match="at least one figure"):
+        export.gif_from_figures([])
+    assert [fig.layout.title.text.split("</b>")[0] for fig in export.stage_figures(rounds[0])][::5] == [
+        "<b>Round 1 · 1 of 6: Draft", "<b>Round 1 · 6 of 6: Commit"]
+
+
+def test_html_export_has_a_real_title(shipped_run):
+    prompt, _, rounds = shipped_run
+    fig = export.export_title(round_tree_figure(rounds[0]), prompt, rounds[0])
+    page = export.figure_html(fig)
+    title = page[page.index("<title>") + 7: page.index("</title>")]
+    assert title.startswith("Round 1 · selector taps · estimator online") and "<b>" not in title
+    assert "prompt “def␣fibonacci(n):" in title
+    assert "<title>A &lt;b&gt; slide</title>" in export.figure_html(fig, title="A <b> slide")
+    import plotly.graph_objects as go
+
+    assert "<title>TAPS Studio figure</title>" in export.figure_html(go.Figure())

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +55,16 @@ class LatencyProfile:
     model: dict = field(default_factory=dict)   # the target's shape (taps.roofline.MODEL_FIELDS: params, layers, ...)
 
     def verify_time(self, size: int | np.ndarray) -> np.ndarray:
-        return np.interp(size, self.sizes, self.verify_s)
+        """Seconds of verify at `size` nodes: interpolated between measured sizes; past the largest,
+        on the line through the last two (a profile measured up to 128 nodes still prices 512)."""
+        times = np.interp(size, self.sizes, self.verify_s)
+        last = self.sizes[-1]
+        if len(self.sizes) < 2 or np.max(size) <= last:
+            return times
+        slope = max(0.0, (self.verify_s[-1] - self.verify_s[-2]) / max(last - self.sizes[-2], 1))
+        beyond = self.verify_s[-1] + slope * (np.asarray(size, dtype=np.float64) - last)
+        out = np.where(np.asarray(size) > last, beyond, times)
+        return float(out) if np.ndim(out) == 0 else out
 
     def overhead(self, policy: str | None = None) -> float:
         """Per-round seconds besides verify for `policy` (a run label such as "ddtree" or "taps/online");
@@ -139,26 +148,6 @@ def monotone_fit(values: list[float]) -> list[float]:
         out += [mean] * int(count)
     return out
 
-
-
-def extended(profile: LatencyProfile, max_nodes: int) -> LatencyProfile:
-    """`profile` covering trees of `max_nodes` nodes: beyond its largest measured size, verify grows
-    on the line through its last two sizes (a copy that says so; the profile itself when it covers)."""
-    last = max(profile.sizes)
-    if max_nodes <= last:
-        return profile
-    cache = profile.__dict__.setdefault("_extended", {})
-    if max_nodes not in cache:
-        (s0, s1), (v0, v1) = profile.sizes[-2:], profile.verify_s[-2:]
-        slope = max(0.0, (v1 - v0) / (s1 - s0)) if s1 > s0 else 0.0
-        extra = [s for s in default_sizes(max_nodes) if s > last]
-        times = [v1 + slope * (s - last) for s in extra]
-        cache[max_nodes] = replace(
-            profile, sizes=[*profile.sizes, *extra], verify_s=[*profile.verify_s, *times],
-            raw_verify_s=[*profile.raw_verify_s, *times] if profile.raw_verify_s else [],
-            spread=[*profile.spread, *[0.0] * len(extra)] if profile.spread else [],
-            source=f"{profile.source}; beyond {last} nodes extrapolated on the line through its last two sizes")
-    return cache[max_nodes]
 
 
 REFERENCE_PROFILES = PROFILES_DIR

@@ -134,3 +134,52 @@ def test_the_lesson_a_gpu_takes_bigger_trees_than_this_cpu(data, reference):
     gpu = roofline.roofline_profile("h200", "qwen3-8b", data=data)
     assert gpu.best_size(reach, 64, "ddtree") == 64
     assert reference.best_size(reach, 64, "ddtree") < 32
+
+
+# ---------------------------------------------------------------------------- the sidebar, on the shipped pair
+@pytest.fixture()
+def shipped_app(tmp_path, monkeypatch):
+    """The app on the shipped pair with an empty cache: no profile of this machine is saved."""
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    from taps.paths import ROOT
+
+    monkeypatch.setenv("TAPS_PAIR", "")
+    monkeypatch.setenv("TAPS_CACHE", str(tmp_path))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def captions(at) -> str:
+    return "\n".join(c.value for c in at.sidebar.caption)
+
+
+def test_the_sidebar_names_the_reference_and_offers_roofline_what_ifs(shipped_app):
+    at = shipped_app
+    assert "**In use:** the 2-core reference CPU's measured profile" in captions(at)
+    assert "until this machine's own are measured; about a minute" in captions(at)
+    assert not at.sidebar.error and not at.sidebar.warning
+    assert "nvidia-h200-bfloat16 (measured for taps-stdlib-6m" in captions(at) and "roofline" in captions(at)
+    at.sidebar.radio(key="model_profile").set_value("roofline").run()
+    at.sidebar.selectbox(key="roofline_device").set_value("h200").run()
+    at.sidebar.selectbox(key="roofline_model").set_value("qwen3-8b").run()
+    text = captions(at)
+    assert "Modelled figures use: roofline estimate: NVIDIA H200 SXM × Qwen3-8B (not measured)" in text
+    assert "verify(64) / verify(1) = 1.00 there; 1.91 on the 2-core reference CPU's measured profile" in text
+    assert "**In use:** the 2-core reference CPU's measured profile" in text     # runs' trees: still measured
+
+
+def test_a_link_s_profile_sizes_the_trees_and_a_stale_one_says_why(shipped_app):
+    at = shipped_app
+    at.session_state["_profile_override"] = "roofline-rtx4090-qwen3-4b"
+    at.run()
+    assert "**In use:** roofline estimate: NVIDIA GeForce RTX 4090 × Qwen3-4B" in captions(at)
+    at.session_state["_profile_override"] = "nvidia-h200-bfloat16"
+    at.run()
+    text = captions(at)
+    assert "The link's profile nvidia-h200-bfloat16 does not apply here (nvidia-h200-bfloat16 was measured for " \
+           "taps-stdlib-6m, not for taps-code-10m)" in text and "**In use:** the 2-core reference CPU's" in text
+    at.sidebar.button(key="profile_default").click().run()
+    assert at.session_state["_profile_override"] is None and not at.exception

@@ -153,7 +153,6 @@ def resolve_profile(pair, profile_id: str, budget: int = 0):
     (None, why not). Ids: `machine`, a shipped reference (`reference-cpu-taps-code-10m`), or a
     roofline estimate (`roofline-<device>-<model>`)."""
     from .. import roofline
-    from ..cost_model import extended
     from ..profiles import same_pair, saved_profile
 
     if pair is None:
@@ -170,8 +169,8 @@ def resolve_profile(pair, profile_id: str, budget: int = 0):
     if found is None:
         return None, f"no shipped profile is called {profile_id!r}"
     if not same_pair(found, pair):
-        return None, f"{profile_id} was measured for {found.pair or 'another pair'}, not this {pair.name}"
-    return extended(found, max(budget, 64)), ""
+        return None, f"{profile_id} was measured for {found.pair or 'another pair'}, not for {pair.name}"
+    return found, ""
 
 
 _ROOFLINES: dict[tuple, object] = {}

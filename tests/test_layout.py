@@ -1,5 +1,6 @@
-"""Tree layout in pixels (taps.studio.layout): labels never overlap, fit their column, and what does not
-fit is counted."""
+"""Tree layout in pixels (taps.studio.layout): labels never overlap, fit their column, grow with the
+window, the kept labels (a round's accepted path) are never dropped, what does not fit is counted
+or grouped into "+N more", and no edge crosses a label."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from taps.studio.layout import CHAR_PX, FONT_PX, LABEL_ROW, MARKER_GAP, Plot, cut_label, fit_tree, tidy_positions
+from taps.studio.layout import (
+    LABEL_ROW,
+    LABEL_SIZES,
+    Plot,
+    cut_label,
+    fit_tree,
+    font_for_width,
+    plot_for,
+    tidy_positions,
+)
 
 
 def random_tree(seed: int, size: int) -> list[int]:
@@ -25,43 +35,69 @@ def random_tree(seed: int, size: int) -> list[int]:
     return parents
 
 
-def label_boxes(layout, plot: Plot) -> list[tuple[float, float, float, float]]:
-    per_column = plot.inner_width / layout.columns
-    boxes = []
-    for v, text in layout.labels.items():
-        depth, y = layout.pos[v]
-        left = depth * per_column + MARKER_GAP
-        boxes.append((left, left + len(text) * CHAR_PX, y - FONT_PX * 0.6, y + FONT_PX * 0.6))
-    return boxes
-
-
 def overlap(a, b) -> bool:
     return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
 
+def crosses(points, box) -> bool:
+    """Whether the polyline `points` (depth units, pixels) enters `box` (pixels), sampled finely."""
+    layout, pts = points
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+        for step in range(41):
+            t = step / 40
+            x = ((x0 + (x1 - x0) * t) + 0.5) * layout.column_px
+            y = y0 + (y1 - y0) * t
+            if box[0] + 1 < x < box[1] - 1 and box[2] + 1 < y < box[3] - 1:
+                return True
+    return False
+
+
+def chain(parents: list[int], leaf: int) -> list[int]:
+    path = []
+    while leaf > 0:
+        path.append(leaf)
+        leaf = parents[leaf]
+    return [0] + path[::-1]
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 10_000), st.integers(2, 120), st.integers(480, 1600), st.integers(300, 1000))
-def test_labels_never_overlap_and_fit_their_column(seed, size, width, height):
+@given(st.integers(0, 10_000), st.integers(2, 120), st.integers(480, 1600), st.integers(300, 1000),
+       st.sampled_from(list(LABEL_SIZES.values())))
+def test_labels_never_overlap_fit_their_column_and_keep_the_path(seed, size, width, height, scale):
     parents = random_tree(seed, size)
-    plot = Plot(width, height)
+    plot = Plot(width, height, label_scale=scale)
     nodes = list(range(size))
+    required = nodes[: size // 2 + 1]
+    path = chain(parents, required[-1])                                    # a root-to-node path: never dropped
+    others = [v for v in required if v not in path]
+    others.sort(key=lambda v: (len(chain(parents, v)), v))                  # ancestors before descendants
     texts = {v: f"tok{v}" * (1 + v % 3) for v in nodes}
-    layout = fit_tree(parents, {v: (v,) for v in nodes}, nodes[: size // 2 + 1], nodes[size // 2 + 1:],
-                      nodes[: size // 2 + 1], texts, plot)
-    boxes = label_boxes(layout, plot)
-    per_column = plot.inner_width / layout.columns
-    for n, box in enumerate(boxes):
-        assert box[1] - box[0] + MARKER_GAP <= per_column          # a label never reaches the next column
-        assert all(not overlap(box, other) for other in boxes[n + 1:])
+    kinds = {v: "path" if v in path else ("waste" if v % 2 else "rejected") for v in required}
+    layout = fit_tree(parents, {v: (v,) for v in nodes}, required, nodes[size // 2 + 1:], path + others, texts,
+                      plot, keep=len(path), kinds=kinds)
+    assert all(v in layout.labels for v in path)                            # the path is always labelled
+    boxes = {v: layout.label_box(v) for v in layout.labels}
+    for v, box in boxes.items():
+        depth = layout.pos[v][0]
+        if layout.label_chars >= 1:                                         # a column with room for a glyph
+            assert box[1] + 9 * plot.marker_scale <= (depth + 1.5) * layout.column_px + 1   # before the next one
+        assert box[0] - (depth + 0.5) * layout.column_px >= 10.5 * plot.marker_scale    # beyond the marker
+        assert all(not overlap(box, other) for u, other in boxes.items() if u > v)
     assert all(text for text in layout.labels.values())
-    assert layout.left_out == size // 2 + 1 - len(layout.labels)
-    if layout.left_out:                                             # only when the tree did not fit otherwise
+    real = [v for v in layout.labels if v not in layout.groups]
+    assert layout.left_out == len(path) + len(others) - len(real)
+    assert sum(n for kind, n in layout.left_out_by.items() if kind != "pool") == layout.left_out
+    grouped = [v for members in layout.groups.values() for v in members]
+    drawn = set(layout.nodes)
+    assert not drawn & set(grouped) and set(required) <= drawn | set(grouped)       # every node drawn or grouped
+    assert all(v not in layout.labels for v in grouped)
+    if layout.left_out:                                                     # only when the tree did not fit otherwise
         assert layout.dropped_pool == size - (size // 2 + 1)
-        more = fit_tree(parents, {v: (v,) for v in nodes}, nodes[: size // 2 + 1], [],
-                        nodes[: len(layout.labels) + 1], texts, plot)
-        assert more.left_out > 0                                    # one label more would not fit
-    labelled = list(layout.labels)
-    assert labelled == list(range(len(labelled)))                   # the most important labels come first
+    if layout.span + layout.label_row <= plot.inner_height and layout.label_chars >= 1:
+        edges = [(parents[v], v) for v in layout.nodes if v] + [(p, g) for g, p in layout.group_parent.items()]
+        for a, b in edges:                                                  # no edge crosses a label
+            pts = layout.edge_points(a, b)
+            assert not any(crosses((layout, pts), box) for box in boxes.values()), (a, b)
 
 
 def test_same_depth_labels_are_a_row_apart():
@@ -87,4 +123,48 @@ def test_what_does_not_fit_is_dropped_pool_first(height):
                       {v: str(v) for v in nodes}, Plot(1000, height))
     if layout.dropped_pool < 30:
         assert layout.left_out == 0
-    assert layout.span + LABEL_ROW <= Plot(1000, height).inner_height
+    assert layout.span + layout.label_row <= Plot(1000, height).inner_height
+
+
+def test_a_crowded_level_collapses_into_one_more_entry_and_keeps_the_path():
+    """One root, 21 children (the accepted one ranked 4th, 20 rejected siblings), waste under two of
+    them, the accepted child and a bonus under the accepted one: in a short plot the path keeps
+    its labels and the rest of each crowded level becomes one "+N more" entry per parent."""
+    parents = [-1] + [0] * 21 + [4, 4] + [1] * 6 + [2] * 5
+    nodes = list(range(len(parents)))
+    path = [0, 4, 22]
+    rejected = [v for v in range(1, 22) if v != 4] + [23]
+    waste = list(range(24, 35))
+    kinds = {v: "rejected" for v in rejected} | {v: "waste" for v in waste} | {v: "path" for v in path}
+    plot = plot_for(900, 420)
+    layout = fit_tree(parents, {v: (v,) for v in nodes}, nodes, [], path + rejected + waste,
+                      {v: f"t{v}" for v in nodes}, plot, keep=len(path), kinds=kinds)
+    assert all(v in layout.labels for v in path)
+    assert layout.left_out_by.get("waste") == 11                             # waste labels go first
+    assert layout.left_out_by.get("rejected", 0) > 0
+    kept = [v for v in rejected if v in layout.labels]
+    assert kept == rejected[: len(kept)]                                     # the most likely siblings stay
+    grouped = sorted(v for members in layout.groups.values() for v in members)
+    assert grouped == sorted(set(rejected + waste) - set(kept))
+    under_root = [g for g, p in layout.group_parent.items() if p == 0]
+    assert len(under_root) == 1 and layout.labels[under_root[0]].startswith("+")
+    assert layout.span + layout.label_row <= plot.inner_height
+    nothing = fit_tree(parents, {v: (v,) for v in nodes}, nodes, [], path + rejected + waste,
+                       {v: f"t{v}" for v in nodes}, plot, keep=len(path), collapse=False)
+    assert all(v in nothing.labels for v in path) and not nothing.groups
+
+
+def test_label_size_grows_with_the_window_and_the_presenter_control():
+    assert 13 <= plot_for(900, 610).font_px <= 14                            # 1280 wide, normal mode
+    assert plot_for(1560, 700, presenter=True, size="M").font_px >= 18      # 1600x1000, presenter mode
+    assert plot_for(1500, 636, presenter=True).font_px >= 18
+    sizes = [plot_for(1240, 420, presenter=True, size=s).font_px for s in ("S", "M", "L")]
+    assert sizes == sorted(sizes) and sizes[0] < sizes[1] < sizes[2]
+    assert plot_for(1240, 420, presenter=False, size="L").font_px == sizes[1]    # the control is presenter mode's
+    assert font_for_width(480) < font_for_width(900) < font_for_width(1560)
+    small, large = plot_for(900, 610), plot_for(1560, 700, presenter=True, size="L")
+    assert large.label_row > small.label_row and large.char_px > small.char_px and large.marker_gap > small.marker_gap
+    with pytest.raises(ValueError, match="label size must be one of S, M, L"):
+        plot_for(900, 600, True, "XL")
+    with pytest.raises(ValueError, match="positive size"):
+        plot_for(0, 600)

@@ -57,6 +57,58 @@ def synthetic_round(bonus_token: int = 14, **changes) -> Round:
     return replace(record, **changes)
 
 
+def crowded_round(**changes) -> Round:
+    """One root with 21 children: the accepted token (drafter rank 4) and 20 rejected siblings;
+    under the accepted one an accepted child, a rejected sibling and pool nodes never verified;
+    waste under two of the rejected siblings (6 and 5 nodes); the bonus token not in the pool."""
+    words = ["self", " a", " file", " the", " x", " return", " if", " for", " in", " not", " and", " or", " is",
+             " None", " True", " list", " dict", " int", " str", " len", " range"]
+    tokens, texts, parents, depths, ranks = [500], ["\n"], [-1], [0], [0]
+
+    def add(parent, text, rank):
+        tokens.append(1000 + len(tokens))
+        texts.append(text)
+        parents.append(parent)
+        depths.append(depths[parent] + 1)
+        ranks.append(rank)
+        return len(tokens) - 1
+
+    level = [add(0, word, rank) for rank, word in enumerate(words)]           # nodes 1..21
+    accepted = level[3]                                                          # " the", rank 4
+    child = add(accepted, " file", 0)
+    sibling = add(accepted, " path", 1)
+    waste = [add(level[0], f" w{i}", i) for i in range(6)]
+    deeper = [add(level[1], f" v{i}", i) for i in range(4)]
+    waste += deeper + [add(deeper[0], " deep", 0)]
+    for i in range(8):                                                           # pool, never verified
+        add(child, f" p{i}", i)
+    n = len(tokens)
+    status = ["unselected"] * n
+    status[0] = "root"
+    for v in level:
+        status[v] = "rejected"
+    status[accepted] = status[child] = "accepted"
+    status[sibling] = "rejected"
+    for v in waste:
+        status[v] = "waste"
+    selected = [v for v in range(n) if status[v] != "unselected"]
+    marginal = [1.0] + [0.5 / (1 + r) for r in ranks[1:]]
+    path_marginal = [1.0] * n
+    for v in range(1, n):
+        path_marginal[v] = path_marginal[parents[v]] * marginal[v]
+    target = [1.0 if status[v] in ("root", "accepted") else 0.0 if status[v] in ("rejected", "waste") else None
+              for v in range(n)]
+    record = Round(
+        index=0, selector="taps", estimator="online", budget=64, temperature=0.0, start=5, root_token=500,
+        root_text="\n", pool_tokens=tokens, pool_texts=texts, pool_parents=parents, pool_depths=depths,
+        pool_ranks=ranks, pool_marginal=marginal, pool_path_marginal=path_marginal, pool_reach=list(path_marginal),
+        selected=selected, target_prob=target, status=status, accepted=[accepted, child], bonus_token=2000,
+        bonus_text=" name", committed_tokens=[tokens[accepted], tokens[child], 2000], tau=3,
+        verified_nodes=len(selected) - 1, waste_nodes=len(waste), rejected_siblings=len(level) - 1 + 1,
+        expected_tau=2.0, timings={})
+    return replace(record, **changes)
+
+
 @pytest.fixture(scope="module")
 def tree_rounds(tiny_pair_f32):
     out = []
@@ -195,7 +247,9 @@ def test_round_tree_figure_matches_the_round(tree_rounds, color_by):
         fig = figures.round_tree_figure(record, color_by, max_pool_nodes=400)
         verified = set().union(*(node_ids(t) for name in ("root: last token", "accepted", "rejected sibling",
                                                          "rejected-prefix waste") for t in traces(fig, name)))
-        assert verified == set(record.selected)
+        meta = fig.layout.meta
+        assert verified <= set(record.selected) and len(verified) + meta["grouped"] == len(record.selected)
+        assert {0, *record.accepted} <= verified                                          # never grouped
         assert all(record.pool_parents[v] in verified for v in verified if v)            # prefix-closed
         for name, status in (("accepted", "accepted"), ("rejected sibling", "rejected"),
                              ("rejected-prefix waste", "waste"), ("pool, not verified", "unselected")):
@@ -203,7 +257,7 @@ def test_round_tree_figure_matches_the_round(tree_rounds, color_by):
         accepted = node_ids(traces(fig, "accepted")[0]) if traces(fig, "accepted") else set()
         assert accepted == set(record.accepted)
         path = traces(fig, "accepted path")[0]
-        assert len(path.x) == 3 * len(record.accepted)
+        assert list(path.x).count(None) == len(record.accepted)                         # one polyline an edge
         bonus = traces(fig, "bonus: target's token")
         assert len(bonus) == 1 and len(bonus[0].x) == 1
         held = figures.bonus_node(record)
@@ -214,14 +268,98 @@ def test_round_tree_figure_matches_the_round(tree_rounds, color_by):
         assert f"verified {record.verified_nodes}" in fig.layout.title.subtitle.text
         assert fig.layout.title.text.startswith(f"<b>Round {record.number}</b>")
         labels = traces(fig, "token labels")[0]
-        meta = fig.layout.meta
-        assert len(labels.text) == meta["labels"] and all(labels.text)
+        assert len(labels.text) == meta["labels"] + meta["more"] and all(labels.text)
         assert meta["labels"] + meta["left_out"] == len(record.selected) + 1
         if meta["left_out"]:
             assert f"{meta['left_out']} of" in fig.layout.title.subtitle.text
         if color_by == "target":
             pool = traces(fig, "pool, not verified")
             assert not pool or not pool[0].x or pool[0].marker.color == figures.PALETTE["grey"]
+
+
+def test_a_crowded_round_keeps_the_lesson_and_says_what_it_left_out():
+    """Issue 34: one root, 20 rejected siblings, waste under two of them. Every size keeps the
+    accepted path's labels (root, accepted tokens, bonus), drops pool dots, then waste labels, then
+    rejected siblings' (the title says how many of each), and groups the rest as "+N more"."""
+    from taps.studio.layout import plot_for
+
+    record = crowded_round()
+    validate_round(record)
+    path_texts = {"⏎", "␣the", "␣file", "␣name"}
+    for plot in (plot_for(900, 610), plot_for(900, 420), plot_for(1240, 420, True, "L"), plot_for(1560, 700, True)):
+        fig = figures.round_tree_figure(record, plot=plot)
+        meta, subtitle = fig.layout.meta, fig.layout.title.subtitle.text
+        labels = list(traces(fig, "token labels")[0].text)
+        assert path_texts <= set(labels), (plot, labels)
+        assert fig.layout.height <= plot.height
+        by = meta["left_out_by"]
+        assert by["pool"] == 8 and by["waste"] == 11 and meta["labels"] + meta["left_out"] == 36
+        assert "8 pool dots, 11 waste and" in subtitle and f"rejected-sibling labels ({meta['left_out']} of 36)" \
+            in subtitle
+        more = traces(fig, "+N more: grouped to fit")[0]
+        assert meta["more"] == len(more.x) and meta["grouped"] == 11 + by["rejected"]
+        assert sum(int(t.split("+")[1].split()[0]) for t in labels if t.startswith("+")) == meta["grouped"]
+        assert all("nodes grouped to fit" in row[0] for row in more.customdata)
+        assert meta["font_px"] == plot.font_px
+    roomy = figures.round_tree_figure(record, plot=plot_for(1560, 1400, True, "S"))
+    assert roomy.layout.meta["left_out"] == 0 and "Left out" not in roomy.layout.title.subtitle.text
+
+
+def test_nodes_keep_their_identity_between_stages():
+    from taps.studio.figures.round import node_path_id, path_ids
+
+    record = synthetic_round()
+    ids = path_ids(record)
+    assert ids[:4] == ["10", "10/11", "10/12", "10/11/13"] and ids[6] == "10/11/13/16"
+    assert node_path_id(record, len(record.pool_tokens)) == "10/11/14"             # a bonus of its own
+    seen = {}
+    for stage in ("pool", "estimate", "select", "verify", "commit"):
+        fig = figures.lesson_figure(record, stage)
+        for trace in fig.data:
+            if trace.customdata is not None and trace.ids is not None and trace.name != "token labels":
+                for row, key in zip(trace.customdata, trace.ids):
+                    assert seen.setdefault(int(row[0]), key) == key                  # one node, one id
+    assert seen[3] == "10/11/13" and seen[0] == "10"
+
+
+def test_the_title_tells_the_truth_when_a_stop_rule_cuts_the_round():
+    from taps.studio.figures.round import verdict_words
+
+    record = synthetic_round()                                            # accepted 1, tau 2
+    assert verdict_words(record) == "accepted 1 + bonus"
+    eos = synthetic_round(tau=1, committed_tokens=[11], finished=True, stop_reason="end of text")
+    assert verdict_words(eos) == "accepted 1 (end of text, no bonus)"
+    fig = figures.round_tree_figure(eos)
+    assert "accepted 1 (end of text, no bonus)" in fig.layout.title.subtitle.text
+    assert "+ bonus" not in fig.layout.title.subtitle.text
+    assert "not kept: end of text" in traces(fig, "bonus: target's token")[0].customdata[0][8]
+    commit = figures.verdict_figure(eos, "commit").layout.title.subtitle.text.replace("<br>", " ")
+    assert "does not join the text" in commit and "τ = 1" in commit
+    cut = synthetic_round(accepted=[1, 3], tau=1, committed_tokens=[11], stop_reason="end of text",
+                          status=["root", "accepted", "rejected", "accepted", "unselected", "waste", "unselected"])
+    assert verdict_words(cut) == "accepted 2, 1 kept (end of text, no bonus)"
+    last = synthetic_round(stop_reason="max new tokens", finished=True)
+    assert verdict_words(last) == "accepted 1 + bonus (max new tokens)"
+
+
+def test_figures_follow_the_theme_and_keep_the_mode_bar_off_titles():
+    from taps.studio.figures.style import DARK_INK, DARK_PAPER, PLOT_CONFIG, apply_theme
+
+    record = synthetic_round()
+    light = figures.round_tree_figure(record)
+    assert light.layout.modebar.orientation == "v" and PLOT_CONFIG["displayModeBar"] == "hover"
+    assert light.layout.template.layout.paper_bgcolor != DARK_PAPER
+    dark = apply_theme(figures.round_tree_figure(record), dark=True)
+    assert dark.layout.paper_bgcolor == dark.layout.plot_bgcolor == DARK_PAPER
+    assert dark.layout.font.color == DARK_INK
+    assert dark.layout.template.layout.paper_bgcolor == "rgb(17,17,17)"          # plotly_dark underneath
+    labels = traces(dark, "token labels")[0]
+    assert labels.textfont.color == DARK_INK and DARK_PAPER in labels.textfont.shadow
+    root = traces(dark, "root: last token")[0]
+    assert root.marker.color == DARK_INK and traces(dark, "accepted")[0].marker.line.color == DARK_INK
+    chart = apply_theme(figures.race_figure(summary_rows()[:2]), dark=True)
+    assert chart.layout.paper_bgcolor == DARK_PAPER and chart.layout.modebar.orientation == "v"
+    assert apply_theme(figures.round_tree_figure(record)).layout.paper_bgcolor != DARK_PAPER
 
 
 def test_small_trees_smaller_than_the_budget_say_why():

@@ -14,7 +14,7 @@ whitespace made visible.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -24,9 +24,20 @@ from ...config import run_label
 from ...policies import DDTREE, PALETTE, TAPS
 from ...record import STAGES, Round
 from ..failures import compare_rankings, hindsight_status, target_path
-from ..layout import Plot, fit_tree
+from ..layout import Plot, TreeLayout, fit_tree
 from ..lesson import STAGE_TITLES, expected_rate_curve, prompt_excerpt, round_text, size_explanation, stage_sentence
-from .style import DEFAULT_PLOT, FONT, LABEL_FONT, colour_axis, display_token, escape, figure_title, fmt, log_scale
+from .style import (
+    DEFAULT_PLOT,
+    FONT,
+    MODEBAR,
+    colour_axis,
+    display_token,
+    escape,
+    figure_title,
+    fmt,
+    label_font,
+    log_scale,
+)
 from .trees import edge_trace, label_trace, node_trace, tree_layout
 
 COLOR_MODES = {"marginal": f"marginal product (what {DDTREE.label} ranks by)",
@@ -78,8 +89,49 @@ def shown_pool_nodes(record: Round, max_pool_nodes: int = 60, rank_by: str = "re
     return sorted(nodes)
 
 
+# ---------------------------------------------------------------------------- node identity
+def path_ids(record: Round) -> list[str]:
+    """Every pool node's identity: its token path from the root ("12/7/301"), the same for the same
+    node in every drawing of the round (a redraw between stages changes the tree in place)."""
+    ids: list[str] = []
+    for v, token in enumerate(record.pool_tokens):
+        parent = record.pool_parents[v]
+        ids.append(str(token) if v == 0 or parent < 0 else f"{ids[parent]}/{token}")
+    return ids
+
+
+def node_path_id(record: Round, v: int) -> str:
+    """Node v's token path; v = len(pool) is the bonus token drawn as a node of its own."""
+    if v < len(record.pool_tokens):
+        return path_ids(record)[v]
+    last = record.accepted[-1] if record.accepted else 0
+    return f"{path_ids(record)[last]}/{record.bonus_token}"
+
+
+def bonus_kept(record: Round) -> bool:
+    """Whether the bonus token joined the text (a stop rule can cut it, or accepted tokens too)."""
+    return record.tau > len(record.accepted)
+
+
+def verdict_words(record: Round) -> str:
+    """What the round committed, truthfully: "accepted 2 + bonus", or when a stop rule cut the
+    round (end of text, the token limit) "accepted 1 (end of text, no bonus)"."""
+    accepted = len(record.accepted)
+    why = record.stop_reason or "stopped"
+    if bonus_kept(record):
+        return f"accepted {accepted} + bonus" + (f" ({record.stop_reason})" if record.stop_reason else "")
+    if record.tau == accepted:
+        return f"accepted {accepted} ({why}, no bonus)"
+    return f"accepted {accepted}, {record.tau} kept ({why}, no bonus)"
+
+
 # ---------------------------------------------------------------------------- drawing a round's tree
-Labels = Callable[[list[int], int, np.ndarray], list[int]]      # (optional nodes, bonus node, score) -> labelled
+Labels = Callable[[list[int], int, np.ndarray], tuple[list[int], int]]
+# (optional nodes, bonus node, score) -> (nodes to label, most important first; how many are never dropped)
+_LONG_LEFT_OUT = ("Left out to fit: 20 pool dots, 20 waste and 20 rejected-sibling labels (40 of 60); "
+                  "hover “+N more” for their tokens.")     # room kept for that line
+_KIND_WORDS = {"waste": "waste", "rejected": "rejected-sibling", "picked": "picked", "unselected": "candidate",
+               "other": "other"}
 
 
 @dataclass
@@ -98,7 +150,7 @@ class _View:
 
 @dataclass
 class _Drawn:
-    layout: object                    # taps.studio.layout's fitted tree
+    layout: TreeLayout                # taps.studio.layout's fitted tree
     nodes: list[int]                  # drawn nodes (an own bonus node left out)
     bonus: int                        # the bonus token's node (len(pool) when the pool does not hold it)
     labelled: list[int]
@@ -109,11 +161,13 @@ def _by_depth_then_score(record: Round, score: np.ndarray, nodes) -> list[int]:
 
 
 def _verdict_labels(record: Round, status: list[str], bonus: bool) -> Labels:
-    """Root, the accepted path, the bonus, then rejected siblings and waste, shallow and likely first."""
+    """Root, the accepted path, the bonus (never dropped), then rejected siblings and waste, shallow
+    and likely first: waste labels go before rejected siblings' when room runs out."""
     def labels(optional, bonus_at, score):
         def of(kind):
             return _by_depth_then_score(record, score, (v for v in record.selected if status[v] == kind))
-        return [0] + list(record.accepted) + ([bonus_at] if bonus else []) + of("rejected") + of("waste")
+        path = [0] + list(record.accepted) + ([bonus_at] if bonus else [])
+        return path + of("rejected") + of("waste"), len(path)
     return labels
 
 
@@ -131,33 +185,67 @@ def _place(record: Round, view: _View, score: np.ndarray, max_pool_nodes: int, p
     deepest = max(record.pool_depths) if view.any_depth else \
         max(record.pool_depths[v] for v in required if v < len(record.pool_tokens)) + 1
     optional = _best_first(record, score, set(required), deepest)[: max(0, max_pool_nodes - len(required))]
-    labelled = view.labels(optional, bonus, score)
-    layout = fit_tree(parents, order, required, optional, labelled, texts, plot)
+    labelled, keep = view.labels(optional, bonus, score)
+    kinds = {v: view.status[v] if v < len(view.status) else "bonus" for v in labelled}
+    layout = fit_tree(parents, order, required, optional, labelled, texts, plot, keep=keep, kinds=kinds)
     nodes = [v for v in layout.nodes if v != bonus or held is not None]
     return _Drawn(layout, nodes, bonus, labelled)
 
 
+def _group_ids(record: Round, layout: TreeLayout) -> dict[int, str]:
+    """A "+N more" entry's identity: its parent's token path and "+"."""
+    out: dict[int, str] = {}
+    for group in sorted(layout.groups):
+        parent = layout.group_parent[group]
+        out[group] = (out[parent] if parent in out else node_path_id(record, parent)) + "/+"
+    return out
+
+
 def _draw_edges(fig: go.Figure, record: Round, view: _View, drawn: _Drawn) -> None:
-    pos, status = drawn.layout.pos, view.status
+    """Edges by kind, routed round the labels; the accepted path and the bonus edge on top of the
+    others but under every node and label."""
+    layout, status = drawn.layout, view.status
+    pos = layout.pos
     groups: dict[str, list] = {"pool": [], "verified": [], "waste": []}
     for v in drawn.nodes[1:]:
         if v == drawn.bonus and view.bonus:
             continue
         kind = "pool" if status[v] == "unselected" else "waste" if status[v] == "waste" else "verified"
         groups[kind].append((record.pool_parents[v], v))
+    for group, members in layout.groups.items():
+        groups["waste" if status[members[0]] == "waste" else "verified"].append((layout.group_parent[group], group))
     for kind, pairs in groups.items():
-        fig.add_trace(edge_trace(pos, pairs, kind))
+        fig.add_trace(edge_trace(pos, pairs, kind, layout=layout))
     if view.verdicts:
         chain = [0] + list(record.accepted)
-        fig.add_trace(edge_trace(pos, list(zip(chain[:-1], chain[1:])), "path"))
+        fig.add_trace(edge_trace(pos, list(zip(chain[:-1], chain[1:])), "path", layout=layout))
     if view.bonus:
         last = record.accepted[-1] if record.accepted else 0
-        fig.add_trace(edge_trace(pos, [(last, drawn.bonus)], "bonus", showlegend=False))
+        fig.add_trace(edge_trace(pos, [(last, drawn.bonus)], "bonus", showlegend=False, layout=layout))
+
+
+def _group_trace(record: Round, view: _View, drawn: _Drawn, ids: dict[int, str], scale: float) -> go.Scatter:
+    """The "+N more" entries: one marker each, its hover listing the nodes it stands for."""
+    layout = drawn.layout
+    entries = sorted(layout.groups)
+    texts = []
+    for group in entries:
+        members = layout.groups[group]
+        shown = ", ".join(f"{escape(display_token(record.pool_texts[v], 16))} ({view.status[v]})"
+                          for v in members[:12])
+        more = f", … {len(members) - 12} more" if len(members) > 12 else ""
+        texts.append(f"<b>{len(members)} nodes grouped to fit</b><br>{shown}{more}")
+    return node_trace(layout.pos, entries, "more", PALETTE["grey"], [[t] for t in texts],
+                      "%{customdata[0]}<extra></extra>", size_scale=scale, ids=[ids[g] for g in entries])
 
 
 def _draw_nodes(fig: go.Figure, record: Round, view: _View, drawn: _Drawn, color_by: str) -> str | None:
-    """Node traces by status, then the bonus and the labels; the colour bar's title, if one is needed."""
-    pos, status, values = drawn.layout.pos, view.status, getattr(record, _COLOR_FIELDS[color_by])
+    """Node traces by status, then the bonus, the "+N more" entries and the labels; the colour
+    bar's title, if one is needed."""
+    layout, status, values = drawn.layout, view.status, getattr(record, _COLOR_FIELDS[color_by])
+    pos, scale, ids = layout.pos, layout.marker_scale, path_ids(record)
+    ids_of = {v: ids[v] for v in drawn.nodes} | {drawn.bonus: node_path_id(record, drawn.bonus)} \
+        | _group_ids(record, layout)
 
     def rows(vs):
         return [[v, escape(display_token(record.pool_texts[v], 24)), record.pool_depths[v],
@@ -175,33 +263,66 @@ def _draw_nodes(fig: go.Figure, record: Round, view: _View, drawn: _Drawn, color
             color = log_scale([values[v] for v in members])
             colorbar = colorbar or (COLOR_MODES[color_by].split(" (")[0] if members else None)
         style = view.unselected_style if kind == "unselected" else kind
-        fig.add_trace(node_trace(pos, members, style, color, rows(members), _ROUND_HOVER))
+        fig.add_trace(node_trace(pos, members, style, color, rows(members), _ROUND_HOVER, size_scale=scale,
+                                 ids=[ids_of[v] for v in members]))
     if view.bonus:
         last = record.accepted[-1] if record.accepted else 0
+        note = "bonus: the target's own token" + ("" if bonus_kept(record) else
+                                                  f" (not kept: {record.stop_reason or 'stopped'})")
         bonus_row = [[drawn.bonus, escape(display_token(record.bonus_text, 24)), record.pool_depths[last] + 1, "—",
-                      "—", "—", "—", "—", "bonus: the target's own token"]]
-        fig.add_trace(node_trace(pos, [drawn.bonus], "bonus", PALETTE["orange"], bonus_row, _ROUND_HOVER))
-    fig.add_trace(label_trace(pos, drawn.layout.labels))
+                      "—", "—", "—", "—", note]]
+        fig.add_trace(node_trace(pos, [drawn.bonus], "bonus", PALETTE["orange"], bonus_row, _ROUND_HOVER,
+                                 size_scale=scale, ids=[ids_of[drawn.bonus]]))
+    if layout.groups:
+        fig.add_trace(_group_trace(record, view, drawn, ids_of, scale))
+    fig.add_trace(label_trace(pos, layout.labels, layout, ids=[ids_of[v] for v in layout.labels]))
     return colorbar
+
+
+def _fit_below_title(place: Callable, layout_of: Callable, lines: list[str], plot: Plot):
+    """`place(room)` with the room the title leaves; again, with room for the line saying what was
+    left out, when something was."""
+    found = place(replace(plot, top=figure_title(lines, plot)[1]))
+    if layout_of(found).left_out_by:
+        found = place(replace(plot, top=figure_title(lines + [_LONG_LEFT_OUT], plot)[1]))
+    return found
+
+
+def left_out_line(layout: TreeLayout, total: int) -> str:
+    """The title line saying what was left out to fit, per kind: "" when nothing was."""
+    by = dict(layout.left_out_by)
+    parts = []
+    if by.pop("pool", 0):
+        parts.append(f"{layout.dropped_pool} pool dot{'s' if layout.dropped_pool != 1 else ''}")
+    labels = [f"{by[kind]} {_KIND_WORDS.get(kind, kind.replace('_', ' '))}" for kind in
+              ("waste", "rejected", "picked", "unselected", "candidate", "both", "only_marginal", "only_reach",
+               "other", "path") if by.get(kind)]
+    if labels:
+        parts.append(f"{' and '.join([', '.join(labels[:-1]), labels[-1]] if len(labels) > 1 else labels)} "
+                     f"label{'s' if layout.left_out != 1 else ''} ({layout.left_out} of {total})")
+    if not parts:
+        return ""
+    return f"Left out to fit: {', '.join(parts)}" + ("; hover “+N more” for their tokens." if layout.groups else ".")
 
 
 def _round_tree(record: Round, view: _View, color_by: str, max_pool_nodes: int, plot: Plot,
                 lines: list[str], stage: str) -> go.Figure:
-    """The round's tree as `view` shows it, titled by `lines` (a line about left-out labels added)."""
+    """The round's tree as `view` shows it, titled by `lines` (a line about what was left out added)."""
     if color_by not in COLOR_MODES:
         raise ValueError(f"colour by one of {', '.join(COLOR_MODES)}, not {color_by!r}")
-    drawn = _place(record, view, _score(record, color_by), max_pool_nodes, plot)
+    drawn = _fit_below_title(lambda room: _place(record, view, _score(record, color_by), max_pool_nodes, room),
+                             lambda found: found.layout, lines, plot)
     fig = go.Figure()
     _draw_edges(fig, record, view, drawn)
     colorbar = _draw_nodes(fig, record, view, drawn, color_by)
     layout = drawn.layout
-    if layout.left_out:
-        lines = lines + [f"{layout.left_out} of {len(drawn.labelled)} labels left out to fit (hover a node for its "
-                         "token); the accepted path and the verified nodes nearest the root come first."]
-    title, title_px = figure_title(lines, plot)
+    left = left_out_line(layout, len(drawn.labelled))
+    title, title_px = figure_title(lines + ([left] if left else []), plot)
     tree_layout(fig, plot, layout, title, title_px,
                 {"round": record.index, "number": record.number, "shown_nodes": len(drawn.nodes),
-                 "pool_nodes": len(record.pool_tokens), "labels": len(layout.labels), "left_out": layout.left_out,
+                 "pool_nodes": len(record.pool_tokens), "labels": len(layout.labels) - len(layout.groups),
+                 "left_out": layout.left_out, "left_out_by": layout.left_out_by, "more": len(layout.groups),
+                 "grouped": sum(len(m) for m in layout.groups.values()), "font_px": layout.font_px,
                  "stage": stage}, colorbar)
     return fig
 
@@ -228,7 +349,7 @@ def round_tree_figure(record: Round, color_by: str = "reach", max_pool_nodes: in
     view = _View(status, _verdict_labels(record, status, bonus=True), required=sorted(record.selected),
                  verdicts=True, bonus=True)
     lines = [_heading(record, prompt),
-             f"verified {record.verified_nodes}, accepted {len(record.accepted)} + bonus, rejected "
+             f"verified {record.verified_nodes}, {verdict_words(record)}, rejected "
              f"siblings {record.rejected_siblings}, waste {record.waste_nodes}", size_explanation(record, config)]
     return _round_tree(record, view, color_by, max_pool_nodes, plot or DEFAULT_PLOT, lines, "")
 
@@ -242,7 +363,7 @@ def pool_figure(record: Round, stage: str = "pool", color_by: str = "reach", max
     estimate = stage == "estimate"
 
     def labels(optional, bonus, score):
-        return [0] + (optional[:12] if estimate else [])
+        return [0] + (optional[:12] if estimate else []), 1
 
     view = _View(["root"] + ["unselected"] * (len(record.status) - 1), labels, any_depth=True,
                  unselected_style="candidate" if estimate else "unselected", grey_pool=not estimate)
@@ -256,7 +377,7 @@ def selection_figure(record: Round, color_by: str = "reach", max_pool_nodes: int
     status = ["root"] + ["picked" if s != "unselected" else s for s in record.status[1:]]
 
     def labels(optional, bonus, score):
-        return [0] + _by_depth_then_score(record, score, (v for v in record.selected if v))
+        return [0] + _by_depth_then_score(record, score, (v for v in record.selected if v)), 1
 
     view = _View(status, labels, required=sorted(record.selected))
     lines = [_heading(record, prompt, "select"), stage_sentence(record, "select", config)]
@@ -272,7 +393,11 @@ def verdict_figure(record: Round, stage: str = "verify", color_by: str = "reach"
     status, commit = list(record.status), stage == "commit"
     view = _View(status, _verdict_labels(record, status, bonus=commit), required=sorted(record.selected),
                  verdicts=True, bonus=commit)
-    lines = [_heading(record, prompt, stage), stage_sentence(record, stage, config)]
+    sentence = stage_sentence(record, stage, config)
+    if commit and not bonus_kept(record):          # a stop rule cut the round: no bonus joins the text
+        sentence = (f"The round stops here: {verdict_words(record)}, "
+                    f"τ = {record.tau}; the target's own next token (the star) does not join the text.")
+    lines = [_heading(record, prompt, stage), sentence]
     return _round_tree(record, view, color_by, max_pool_nodes, plot or DEFAULT_PLOT, lines, stage)
 
 
@@ -289,12 +414,12 @@ def lattice_figure(record: Round, plot: Plot | None = None, prompt: str | None =
     xs = [0] + [d for d, _ in best]
     ys = [0] + [r for _, r in best]
     nodes = [0] + list(best.values())
-    chars = max(3, int((plot.inner_width / (depth + 1) - 16) // 8.7))
+    chars = max(3, int((plot.inner_width / (depth + 1) - 16) // plot.char_px))
     labels = [display_token(record.root_text, chars)] + [
         f"{display_token(record.pool_texts[v], chars - 5)} {record.pool_marginal[v]:.2f}" for v in nodes[1:]]
     fig = go.Figure(go.Scatter(
         x=xs, y=ys, mode="markers+text", text=[escape(t) for t in labels], textposition="bottom center",
-        textfont=LABEL_FONT, cliponaxis=False, name="the drafter's best tokens",
+        textfont=label_font(plot.font_px), cliponaxis=False, name="the drafter's best tokens",
         marker=dict(symbol=["square"] + ["circle"] * (len(nodes) - 1), size=[16] + [10 + 16 * record.pool_marginal[v]
                                                                                   for v in nodes[1:]],
                     color=["#000000"] + log_scale([record.pool_marginal[v] for v in nodes[1:]]),
@@ -309,7 +434,7 @@ def lattice_figure(record: Round, plot: Plot | None = None, prompt: str | None =
     fig.update_layout(template="plotly_white", font=FONT, height=int(title_px + inner + plot.bottom + 20),
                       title=title,
                       margin=dict(l=70, r=plot.right, t=title_px, b=plot.bottom + 20, autoexpand=False),
-                      coloraxis=colour_axis("marginal", max(90, int(inner - 20))), showlegend=False,
+                      coloraxis=colour_axis("marginal", max(90, int(inner - 20))), showlegend=False, modebar=MODEBAR,
                       meta={"round": record.index, "number": record.number, "stage": "draft"})
     return fig
 
@@ -346,6 +471,39 @@ def size_curve_figure(record: Round, profile, height: int = 300) -> go.Figure:
     return fig
 
 
+def _comparison_nodes(fig: go.Figure, record: Round, layout: TreeLayout, kind: dict[int, str],
+                      hindsight: list[str]) -> None:
+    """The ranking comparison's nodes by who picks them, its "+N more" entries and its labels."""
+    pos, nodes = layout.pos, layout.nodes
+    hover = ("<b>%{customdata[1]}</b><br>node %{customdata[0]} · depth %{customdata[2]}<br>marginal product "
+             "%{customdata[3]} · reach %{customdata[4]}<br>%{customdata[6]}; in hindsight: %{customdata[5]}"
+             "<extra></extra>")
+    picks = {"both": "picked by both", "only_marginal": "picked by DDTree only", "only_reach": "picked by TAPS only"}
+    def rows(vs):
+        return [[v, escape(display_token(record.pool_texts[v], 24)), record.pool_depths[v],
+                 fmt(record.pool_path_marginal[v]), fmt(record.pool_reach[v]), hindsight[v],
+                 picks.get(kind.get(v, ""), "picked by neither")] for v in vs]
+
+    colors = {"both": PALETTE["grey"], "only_marginal": PALETTE["orange"], "only_reach": PALETTE["sky"]}
+    ids, scale = path_ids(record), layout.marker_scale
+    neither = [v for v in nodes[1:] if v not in kind]
+    fig.add_trace(node_trace(pos, neither, "unselected", PALETTE["grey"], rows(neither), hover,
+                             name="picked by neither", size_scale=scale, ids=[ids[v] for v in neither]))
+    for name in ("both", "only_marginal", "only_reach"):
+        members = [v for v in nodes if kind.get(v) == name]
+        fig.add_trace(node_trace(pos, members, name, colors[name], rows(members), hover, size_scale=scale,
+                                 ids=[ids[v] for v in members]))
+    fig.add_trace(node_trace(pos, [0], "root", "#000000", rows([0]), hover, size_scale=scale, ids=[ids[0]]))
+    group_ids = _group_ids(record, layout)
+    if layout.groups:
+        entries = sorted(layout.groups)
+        texts = [[f"<b>{len(layout.groups[g])} nodes grouped to fit</b><br>" + ", ".join(
+            escape(display_token(record.pool_texts[v], 16)) for v in layout.groups[g][:12])] for g in entries]
+        fig.add_trace(node_trace(pos, entries, "more", PALETTE["grey"], texts, "%{customdata[0]}<extra></extra>",
+                                 size_scale=scale, ids=[group_ids[g] for g in entries]))
+    fig.add_trace(label_trace(pos, layout.labels, layout, ids=[group_ids.get(v) or ids[v] for v in layout.labels]))
+
+
 def ranking_comparison_figure(record: Round, budget: int | None = None, max_pool_nodes: int = 40,
                               plot: Plot | None = None, prompt: str | None = None) -> go.Figure:
     """The same pool ranked two ways on one tree: the `budget` nodes of highest marginal product
@@ -372,36 +530,7 @@ def ranking_comparison_figure(record: Round, budget: int | None = None, max_pool
     same = sorted(by_marginal & by_reach, key=lambda v: (record.pool_depths[v], v))
     on_path = [v for v in path if v not in kind]
     labelled = [0] + differ + same + on_path
-    layout = fit_tree(parents, order, required, optional, labelled, texts, plot)
-    pos, nodes = layout.pos, layout.nodes
-
-    fig = go.Figure()
-    path_edges = [(record.pool_parents[v], v) for v in path]
-    waste_edges = [(record.pool_parents[v], v) for v in nodes[1:] if v in kind and hindsight[v] == "waste"]
-    picked_edges = [(record.pool_parents[v], v) for v in nodes[1:] if v in kind and hindsight[v] != "waste"]
-    fig.add_trace(edge_trace(pos, [(record.pool_parents[v], v) for v in nodes[1:] if v not in kind], "pool"))
-    fig.add_trace(edge_trace(pos, picked_edges, "verified"))
-    fig.add_trace(edge_trace(pos, waste_edges, "waste"))
-    fig.add_trace(edge_trace(pos, path_edges, "path", name="the target's path (hindsight)"))
-    hover = ("<b>%{customdata[1]}</b><br>node %{customdata[0]} · depth %{customdata[2]}<br>marginal product "
-             "%{customdata[3]} · reach %{customdata[4]}<br>%{customdata[6]}; in hindsight: %{customdata[5]}"
-             "<extra></extra>")
-    picks = {"both": "picked by both", "only_marginal": "picked by DDTree only", "only_reach": "picked by TAPS only"}
-
-    def rows(vs):
-        return [[v, escape(display_token(record.pool_texts[v], 24)), record.pool_depths[v],
-                 fmt(record.pool_path_marginal[v]), fmt(record.pool_reach[v]), hindsight[v],
-                 picks.get(kind.get(v, ""), "picked by neither")] for v in vs]
-
-    colors = {"both": PALETTE["grey"], "only_marginal": PALETTE["orange"], "only_reach": PALETTE["sky"]}
-    fig.add_trace(node_trace(pos, [v for v in nodes[1:] if v not in kind], "unselected", PALETTE["grey"],
-                              rows([v for v in nodes[1:] if v not in kind]), hover, name="picked by neither"))
-    for name in ("both", "only_marginal", "only_reach"):
-        members = [v for v in nodes if kind.get(v) == name]
-        fig.add_trace(node_trace(pos, members, name, colors[name], rows(members), hover))
-    fig.add_trace(node_trace(pos, [0], "root", "#000000", rows([0]), hover))
-    fig.add_trace(label_trace(pos, layout.labels))
-
+    kinds = {v: kind.get(v, "path") for v in labelled}
     heading = (f"<b>Round {record.number}: the same pool ranked two ways</b> · top {budget}"
                + (f" · “{escape(prompt_excerpt(prompt))}”" if prompt else ""))
     scores = (f"marginal product (DDTree) {comparison.describe('marginal')} · reach (TAPS) "
@@ -412,12 +541,31 @@ def ranking_comparison_figure(record: Round, budget: int | None = None, max_pool
     else:
         verdict = f"Both rankings pick the same {len(by_marginal)} nodes: they agree this round."
     lines = [heading, scores, verdict]
-    if layout.left_out:
-        lines.append(f"{layout.left_out} of {len(labelled)} labels left out to fit (hover a node for its token).")
+    layout = _fit_below_title(lambda room: fit_tree(parents, order, required, optional, labelled, texts, room,
+                                                    kinds=kinds), lambda found: found, lines, plot)
+    pos, nodes = layout.pos, layout.nodes
+    drawn = set(nodes)
+
+    fig = go.Figure()
+    path_edges = [(record.pool_parents[v], v) for v in path if v in drawn]
+    waste_edges = [(record.pool_parents[v], v) for v in nodes[1:] if v in kind and hindsight[v] == "waste"]
+    picked_edges = [(record.pool_parents[v], v) for v in nodes[1:] if v in kind and hindsight[v] != "waste"]
+    picked_edges += [(layout.group_parent[g], g) for g in layout.groups]
+    fig.add_trace(edge_trace(pos, [(record.pool_parents[v], v) for v in nodes[1:] if v not in kind], "pool",
+                             layout=layout))
+    fig.add_trace(edge_trace(pos, picked_edges, "verified", layout=layout))
+    fig.add_trace(edge_trace(pos, waste_edges, "waste", layout=layout))
+    fig.add_trace(edge_trace(pos, path_edges, "path", name="the target's path (hindsight)", layout=layout))
+    _comparison_nodes(fig, record, layout, kind, hindsight)
+
+    left = left_out_line(layout, len(labelled))
+    if left:
+        lines.append(left)
     title, title_px = figure_title(lines, plot)
     tree_layout(fig, plot, layout, title, title_px,
                  {"round": record.index, "number": record.number, "budget": budget, "differ": len(differ),
-                  "labels": len(layout.labels), "left_out": layout.left_out}, None)
+                  "labels": len(layout.labels) - len(layout.groups), "left_out": layout.left_out,
+                  "more": len(layout.groups), "font_px": layout.font_px}, None)
     return fig
 
 

@@ -5,7 +5,10 @@ text helpers that keep labels readable and safe.
 
 Readable on a projector and with colour-blindness: large fonts, the Okabe-Ito palette and the
 Cividis colour scale; a policy carries its symbol and pattern besides its colour, a node's verdict
-its marker shape and outline, never hue alone.
+its marker shape and outline, never hue alone. Token labels carry a halo (the background's colour
+round every glyph). Figures are drawn light; `apply_theme(fig, dark=True)` turns any of them dark
+(the plotly_dark template, light text, light outlines), and puts the mode bar upright at the right
+edge, where it covers no title.
 """
 
 from __future__ import annotations
@@ -19,14 +22,35 @@ from ...record import STAGES
 from ..failures import visible_text
 from ..layout import FONT_PX, Plot
 
-FONT = dict(family="Source Sans Pro, Arial, sans-serif", size=18, color="#111111")
-LABEL_FONT = dict(family="DejaVu Sans Mono, Menlo, Consolas, monospace", size=FONT_PX, color="#111111",
-                  shadow="auto")
+INK, DARK_INK = "#111111", "#F2F2F2"           # text
+PAPER, DARK_PAPER = "#FFFFFF", "#0E1117"       # background (Streamlit's dark theme's)
+LABEL_FAMILY = "DejaVu Sans Mono, Menlo, Consolas, monospace"
+FONT = dict(family="Source Sans Pro, Arial, sans-serif", size=18, color=INK)
+
+
+def halo(background: str) -> str:
+    """A CSS text-shadow that rings every glyph with `background`: text stays readable over an edge."""
+    return ", ".join([f"{dx}px {dy}px 1px {background}" for dx in (-1, 1) for dy in (-1, 1)]
+                     + [f"0 0 3px {background}", f"0 0 4px {background}"])
+
+
+def label_font(size: int = FONT_PX, dark: bool = False) -> dict:
+    """Token labels' font: monospace (a label's width is known in advance), with a halo."""
+    return dict(family=LABEL_FAMILY, size=size, color=DARK_INK if dark else INK,
+                shadow=halo(DARK_PAPER if dark else PAPER))
+
+
+LABEL_FONT = label_font()
 COLOR_SCALE = "Cividis"
 LOG_FLOOR = 1e-4
 DEFAULT_PLOT = Plot(width=1180, height=640)
 LEGEND_ROW = 22                   # pixels per legend entry (font 14, no group gap)
-PLOT_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d", "toImage"]}
+# the mode bar shows on hover, upright at the figure's right edge (never over a title), with only
+# the buttons a lecture uses: zoom, pan and reset
+PLOT_CONFIG = {"displaylogo": False, "displayModeBar": "hover",
+               "modeBarButtonsToRemove": ["select2d", "lasso2d", "toImage", "zoomIn2d", "zoomOut2d", "autoScale2d"]}
+MODEBAR = dict(orientation="v", bgcolor="rgba(0,0,0,0)")
+MODEBAR_PX = 40                   # what the upright mode bar takes from the figure's right edge
 
 STAGE_COLORS = dict(zip(STAGES, [PALETTE["sky"], PALETTE["yellow"], PALETTE["purple"], PALETTE["orange"],
                                  PALETTE["blue"], PALETTE["grey"]]))
@@ -46,6 +70,8 @@ NODE_STYLES = {
     "root": dict(name="root: last token", symbol="square", size=16, opacity=1.0, line=dict(width=2, color="#000000")),
     "bonus": dict(name="bonus: target's token", symbol="star", size=21, opacity=1.0,
                   line=dict(width=1.5, color="#000000")),
+    "more": dict(name="+N more: grouped to fit", symbol="circle-open-dot", size=16, opacity=1.0,
+                 line=dict(width=2.5, color=PALETTE["grey"])),
     "unknown": dict(name="verdict unknown", symbol="circle-open", size=12, opacity=1.0,
                     line=dict(width=2, color=PALETTE["grey"])),
     "both": dict(name="picked by both", symbol="circle", size=15, opacity=1.0, line=dict(width=1.5, color="#000000")),
@@ -143,8 +169,54 @@ def wrap(text: str, chars: int) -> list[str]:
 def figure_title(lines: list[str], plot: Plot) -> tuple[dict, int]:
     """A title (the first line) with a subtitle of the other lines, wrapped to the figure's width;
     and the top margin they need."""
-    chars = max(40, int((plot.width - 30) / 8.2))
+    chars = max(40, int((plot.width - 30 - MODEBAR_PX) / 8.2))
     small = [piece for line in lines[1:] if line for piece in wrap(line, chars)]
     title = dict(text=lines[0], x=0.01, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=10),
                  font=dict(size=20), subtitle=dict(text="<br>".join(escape(s) for s in small), font=dict(size=15)))
     return title, 44 + 20 * len(small)
+
+
+# ---------------------------------------------------------------------------- light and dark
+_DARK_COLOURS = {"#000000": DARK_INK, INK: DARK_INK, "#444444": "#BBBBBB", "white": DARK_PAPER, PAPER: DARK_PAPER,
+                 "rgba(50,50,50,0.75)": "rgba(225,225,225,0.75)", "rgba(110,110,110,0.25)": "rgba(200,200,200,0.3)",
+                 "#666666": "#AAAAAA"}
+
+
+def _dark(colour):
+    if isinstance(colour, str):
+        return _DARK_COLOURS.get(colour.upper() if colour.startswith("#") else colour, colour)
+    if isinstance(colour, (list, tuple)):
+        return [_dark(c) for c in colour]
+    return colour
+
+
+def apply_theme(fig, dark: bool = False):
+    """Any figure of the app in the page's theme: light as drawn, or with `dark` the plotly_dark
+    template on Streamlit's dark background, light text and outlines (ink, node outlines, edges,
+    label halos); the mode bar upright at the right edge either way. Returns `fig`."""
+    fig.update_layout(modebar=dict(MODEBAR, color="#BBBBBB" if dark else None, activecolor=DARK_INK if dark else None))
+    if not dark:
+        return fig
+    fig.update_layout(template="plotly_dark", paper_bgcolor=DARK_PAPER, plot_bgcolor=DARK_PAPER,
+                      font_color=DARK_INK, legend_font_color=DARK_INK, title_font_color=DARK_INK,
+                      hoverlabel=dict(bgcolor="#262730", font_color=DARK_INK))
+    for trace in fig.data:
+        for part in ("textfont", "marker", "line"):
+            obj = getattr(trace, part, None)
+            if obj is None:
+                continue
+            if part == "textfont":
+                if obj.color is not None:
+                    obj.color = _dark(obj.color)
+                if obj.shadow:
+                    obj.shadow = halo(DARK_PAPER)
+                continue
+            if getattr(obj, "color", None) is not None:
+                obj.color = _dark(obj.color)
+            outline = getattr(obj, "line", None)
+            if outline is not None and outline.color is not None:
+                outline.color = _dark(outline.color)
+    for note in fig.layout.annotations or ():
+        if note.font and note.font.color:
+            note.font.color = _dark(note.font.color)
+    return fig

@@ -324,7 +324,7 @@ def short_profile_name() -> str:
     if profile_id == speed.MACHINE:
         return THIS_MACHINE
     if profile_id.startswith(roofline.PREFIX):
-        return profile_label(profile_id).replace("roofline estimate: ", "roofline ")
+        return profile_label(profile_id).replace("roofline estimate: ", "") + " (roofline estimate)"
     return "reference CPU" if "cpu" in profile_id else "-".join(profile_id.split("-")[:2])
 
 

@@ -149,8 +149,9 @@ def profile_label(profile_id: str, pair=None) -> str:
 
 
 def resolve_profile(pair, profile_id: str, budget: int = 0):
-    """The profile an id names for this pair, covering trees of `budget` nodes: (profile, "") or
-    (None, why not). Ids: `machine`, a shipped reference (`reference-cpu-taps-code-10m`), or a
+    """The profile an id names for this pair: (profile, "") or (None, why not). Trees larger than
+    it was measured for are priced on the line through its last two sizes (`verify_time`), so
+    `budget` does not rule a profile out. Ids: `machine`, a shipped reference (`reference-cpu-taps-code-10m`), or a
     roofline estimate (`roofline-<device>-<model>`)."""
     from .. import roofline
     from ..profiles import same_pair, saved_profile
@@ -158,8 +159,8 @@ def resolve_profile(pair, profile_id: str, budget: int = 0):
     if pair is None:
         return None, "no model pair is loaded"
     limit = profile_limit(pair)
-    if profile_id == MACHINE:
-        return saved_profile(pair, max_nodes=min(budget, limit))
+    if profile_id == MACHINE:        # one measured for fewer nodes than `budget` prices the rest on its last line
+        return saved_profile(pair)
     if profile_id.startswith(roofline.PREFIX):
         try:
             return _roofline(pair, *roofline.split_id(profile_id), limit), ""

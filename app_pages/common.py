@@ -345,10 +345,6 @@ def _pair_references(pair: ModelPair | None) -> dict:
     return {name: p for name, p in _references(pair.name).items() if same_pair(p, pair)}
 
 
-def _measure_done() -> None:
-    _references.clear()
-
-
 def _finished(job) -> bool:
     """Whether `job` has ended; the first time a browser session sees it ended, the sidebar's notice
     says how (saved, or why not)."""
@@ -389,7 +385,7 @@ def _measure_controls(pair: ModelPair, profile, profile_id: str) -> None:
                  help="Measures this machine's own profile in the background (about a minute): the lecture goes on, "
                       "and runs switch to it when it is saved. Timings taken while the app decodes are slower: "
                       "measure while it is idle."):
-        speed.start_measuring(pair, after=_measure_done)
+        speed.start_measuring(pair)
         st.rerun()
 
 

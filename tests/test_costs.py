@@ -187,3 +187,48 @@ def test_the_shipped_reference_is_measured_for_the_shipped_pair():
     name, found, why = shipped_reference(load_pair(None))
     assert name == "reference-cpu-taps-code-10m" and found == ref and not why
     assert ref.verify_time(64) / ref.verify_time(1) > 1.5
+
+
+def test_measuring_in_the_background_runs_once_reports_progress_and_failures(tiny_pair_f32, tmp_path, monkeypatch):
+    """The sidebar's measurement runs in a thread: a second request joins the running one, its
+    progress is readable meanwhile, the saved profile is what runs read next, and a failure ends
+    the job with a message instead of an exception."""
+    import threading
+
+    from taps.studio import speed
+
+    monkeypatch.setenv("TAPS_CACHE", str(tmp_path))
+    release, calls = threading.Event(), []
+
+    def fake_measure(pair, max_nodes, progress):
+        calls.append(max_nodes)
+        progress(0.5, "verify: repeat 5 of 9")
+        release.wait(10)
+        conftest.fixed_profile(pair).save(profile_path(pair))
+
+    monkeypatch.setattr(measure, "measure_and_save", fake_measure)
+    job = speed.start_measuring(tiny_pair_f32)
+    assert speed.start_measuring(tiny_pair_f32) is job and speed.measure_job(tiny_pair_f32) is job
+    for _ in range(100):
+        if job.share:
+            break
+        threading.Event().wait(0.05)
+    assert (job.share, job.text, job.done) == (0.5, "verify: repeat 5 of 9", False)
+    release.set()
+    for _ in range(200):
+        if job.done:
+            break
+        threading.Event().wait(0.05)
+    assert job.done and not job.error and job.share == 1.0 and calls == [speed.profile_limit(tiny_pair_f32)]
+    assert speed.default_profile(tiny_pair_f32)[1] == speed.MACHINE
+
+    def broken(pair, max_nodes, progress):
+        raise RuntimeError("no memory left")
+
+    monkeypatch.setattr(measure, "measure_and_save", broken)
+    again = speed.start_measuring(tiny_pair_f32)
+    for _ in range(200):
+        if again.done:
+            break
+        threading.Event().wait(0.05)
+    assert again is not job and again.done and again.error == "RuntimeError: no memory left"

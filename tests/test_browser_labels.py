@@ -2,8 +2,9 @@
 code's own estimate): on the shipped pair, the first five rounds of every example at the default
 settings, each round's tree drawn at the plot size the Step page gives it in normal mode at
 1280x720 and in presenter mode at 1280x720 and 1600x1000. Every accepted-path node (root, accepted
-tokens, bonus) is labelled, no two labels overlap, every label lies inside the figure, and in
-presenter mode at 1600x1000 the label text is at least 18 px.
+tokens, bonus) is labelled, no two labels overlap, every label lies inside the figure, in
+presenter mode at 1600x1000 the label text is at least 18 px; no label touches a node's marker, and
+no edge (the thick accepted path and the bonus edge included) runs over a label.
 
 The figures are drawn by plotly.js itself (the version the plotly package bundles) in one page,
 one after another, rather than through the Streamlit page: the same figure JSON the page sends, at
@@ -36,9 +37,22 @@ MEASURE = """async ([figure, width, config]) => {
     return {text: t.textContent, box: [r.left, r.top, r.right, r.bottom],
             font: parseFloat(getComputedStyle(t).fontSize)};
   });
+  const markers = [...div.querySelectorAll('.scatterlayer .points path.point')].map(p => {
+    const r = p.getBoundingClientRect();
+    return [r.left, r.top, r.right, r.bottom];
+  }).filter(b => b[2] - b[0] > 0);
+  const lines = [];                  // points along every drawn edge, every 3 px, in screen pixels
+  for (const path of div.querySelectorAll('.scatterlayer .js-line')) {
+    const length = path.getTotalLength(), matrix = path.getScreenCTM();
+    const width = parseFloat(getComputedStyle(path).strokeWidth) || 1;
+    for (let at = 0; at <= length; at += 3) {
+      const p = path.getPointAtLength(at).matrixTransform(matrix);
+      lines.push([p.x, p.y, width / 2]);
+    }
+  }
   Plotly.purge(div);
   div.remove();
-  return {svg: [svg.left, svg.top, svg.right, svg.bottom], labels};
+  return {svg: [svg.left, svg.top, svg.right, svg.bottom], labels, markers, lines};
 }"""
 
 
@@ -116,6 +130,14 @@ def check_rendered(found: dict, expected: list[str], where: str) -> None:
             a0, b0, a1, b1 = other["box"]
             overlap = min(x1, a1) - max(x0, a0) > 1 and min(y1, b1) - max(y0, b0) > 1
             assert not overlap, (where, label, other)
+        for a0, b0, a1, b1 in found["markers"]:                       # clear of every node's marker
+            assert not (min(x1, a1) - max(x0, a0) > 1 and min(y1, b1) - max(y0, b0) > 1), (where, label)
+        # no edge (the thick accepted path and the bonus edge included) runs over a label's glyphs:
+        # the text box less the font's line gap (a line may pass just above or below the letters)
+        inset = (y1 - y0) * 0.18
+        for x, y, half in found["lines"]:
+            inside = x0 + 1 < x < x1 - 1 and y0 + inset < y + half and y - half < y1 - inset
+            assert not inside, (where, label, (x, y, half))
 
 
 def test_rendered_labels_keep_the_accepted_path_and_never_overlap(shipped_rounds, plot_page):

@@ -67,7 +67,7 @@ def test_deep_sampling_is_lossless(shipped64, prompt, budget, seed, temperature,
     assert s.generated == reference, (selector, estimator, mode, budget, temperature, seed)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompt=st.sampled_from(PROMPTS), seed=st.integers(0, 2**31 - 1), temperature=st.floats(0.3, 1.5),
        selector=st.sampled_from(["dflash", "ddtree", "taps"]), budget=st.sampled_from([4, 16, 32]))
 def test_float32_sampling_agrees_with_plain_sampling(shipped32, prompt, seed, temperature, selector, budget):

@@ -104,7 +104,7 @@ def test_matches_transformers_generate(tiny_pair):
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)   # each drawn case runs the whole cross product of selectors, budgets and modes
-@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompt=prompts, block_size=st.sampled_from([2, 4, 8]), seed=st.integers(0, 2**16),
        temperature=st.sampled_from([0.0, 0.8]))
 def test_lossless_many_prompts(tiny_pair, prompt, block_size, seed, temperature):

@@ -383,6 +383,7 @@ def test_no_loadable_pair_is_a_message_and_another_can_be_loaded(monkeypatch, ti
 # ---------------------------------------------------------------------------- race and sweep
 def test_race_and_sweep_repeat_and_show_both_speeds():
     at = open_page(RACE)
+    at.text_area(key="race_prompt").set_value("def f(x):")       # no end-of-text from the tiny pair within 8 tokens
     at.number_input(key="race_budget").set_value(8)
     at.number_input(key="race_max_new").set_value(8)
     at.button(key="race_btn").click().run()

@@ -1,0 +1,167 @@
+"""The side-by-side race in a real browser (Chromium, 1280x720), on the tiny random pair (the
+shipped pair decodes four 64-token lanes in 30-55 s on a busy 2-core machine, too slow for two
+races in this file's budget): four lanes (AR, DFlash, DDTree, TAPS) play to the end on the
+modelled clock, twice with the same result; paused midway, each lane holds the tokens its modelled
+round times allow at the clock shown (checked against a decode in this process, priced by the same
+profile); the caption's numbers are the table's; the race link reopens its settings in a new
+browser context; presenter mode fits the controls and the lanes in 1280x720.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+import pytest
+import torch
+from conftest import fixed_profile
+from test_browser import browser, idle, keep_screenshot, server, set_presenter  # noqa: F401
+
+from taps.config import DecodeConfig
+from taps.studio.app_state import load_pair_from_source
+from taps.studio.race import decode_race, on_clock
+
+pytestmark = pytest.mark.browser
+
+PROMPT = "def f(x):"          # the tiny pair writes 64 tokens without an end-of-text after it
+BUDGET = 8
+SIZE = (1280, 720)
+LANES = ["ar", "dflash", "ddtree", "taps/online"]
+
+TABLE = """() => {
+  const table = document.querySelector('[data-testid="stTable"] table');
+  if (!table) return null;
+  const cells = row => [...row.querySelectorAll('th, td')].map(c => c.textContent.trim());
+  return {head: cells(table.querySelector('thead tr')), rows: [...table.querySelectorAll('tbody tr')].map(cells)};
+}"""
+LANE_STATES = """() => [...document.querySelectorAll('.race-lane')].map(el => ({
+  lane: el.dataset.lane, tokens: Number(el.dataset.tokens), text: el.querySelector('.text').textContent}))"""
+
+
+def clock(page) -> tuple[float, float]:
+    box = page.locator(".race-clock").first
+    return float(box.get_attribute("data-t")), float(box.get_attribute("data-end"))
+
+
+def expected_race(tiny_pair_dir):
+    """The same race decoded here, with the server's pair (loaded as the app loads it, one thread as
+    the server runs) and its saved profile."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pair = load_pair_from_source(str(tiny_pair_dir), "auto")
+        profile = fixed_profile(pair)
+        config = DecodeConfig(budget=BUDGET, max_new_tokens=64, estimator="online", temperature=0.0)
+        return on_clock(decode_race(pair, PROMPT, config, profile=profile, warm=False), "modelled", profile), profile
+    finally:
+        torch.set_num_threads(threads)
+
+
+def race_to_end(page) -> tuple[dict, list[dict]]:
+    """Click Race and wait for the replay to end: the finish table and every lane."""
+    table = page.locator('[data-testid="stTable"]')
+    page.get_by_role("button", name="Race", exact=True).click()
+    if table.count():                         # the last race's table goes while the new one replays
+        table.wait_for(state="detached")
+    page.locator(".race-lane").first.wait_for()
+    table.wait_for()
+    idle(page)
+    return page.evaluate(TABLE), page.evaluate(LANE_STATES)
+
+
+def column(table: dict, name: str) -> dict[str, str]:
+    index = table["head"].index(name)
+    return {row[0]: row[index] for row in table["rows"]}
+
+
+def test_the_race_plays_four_lanes_on_the_modelled_clock_and_replays_alike(server, browser, tiny_pair_dir,  # noqa: F811
+                                                                           tmp_path):
+    from playwright.sync_api import expect
+
+    race, profile = expected_race(tiny_pair_dir)
+    page = browser.new_page(viewport={"width": SIZE[0], "height": SIZE[1]})
+    page.set_default_timeout(90_000)
+    query = urllib.parse.urlencode({"prompt": PROMPT, "budget": BUDGET, "clock": "modelled", "estimator": "online"})
+    page.goto(f"{server}/Race_and_sweep?{query}")
+    page.get_by_role("button", name="Race", exact=True).wait_for()
+    idle(page)
+
+    # paused midway: each lane holds what its modelled round times allow at the clock shown
+    page.get_by_role("button", name="Race", exact=True).click()
+    page.wait_for_function("() => { const c = document.querySelector('.race-clock');"
+                           " return c && Number(c.dataset.t) > 0.3 * Number(c.dataset.end); }")
+    page.get_by_role("button", name="Pause", exact=True).click()
+    page.get_by_role("button", name="Play", exact=True).wait_for()
+    idle(page)
+    t, end = clock(page)
+    assert 0 < t < end and end == pytest.approx(race.end, rel=1e-12)
+    shown = page.evaluate(LANE_STATES)
+    assert [lane["lane"] for lane in shown] == LANES
+    for lane, state in zip(shown, race.lanes_at(t)):
+        assert lane["tokens"] == state.tokens, (lane, t)
+        assert lane["text"].strip() == state.text.strip()
+    assert any(0 < lane["tokens"] < 64 for lane in shown)
+    page.wait_for_timeout(1200)                                   # paused: the clock stands still
+    assert clock(page)[0] == t
+
+    # on to the end; then a second race ends the same way
+    page.get_by_role("button", name="Play", exact=True).click()
+    page.locator('[data-testid="stTable"]').wait_for()
+    idle(page)
+    first = page.evaluate(TABLE), page.evaluate(LANE_STATES)
+    assert [lane["tokens"] for lane in first[1]] == [64] * 4
+    assert len({lane["text"] for lane in first[1]}) == 1           # every lane wrote AR's text
+    rows = race.results()
+    assert {k: float(v) for k, v in column(first[0], "speed-up").items()} == {r["method"]: r["speed-up"] for r in rows}
+    assert {k: float(v) for k, v in column(first[0], "τ").items()} == {r["method"]: r["τ"] for r in rows}
+    assert column(first[0], "rounds") == {r["method"]: str(r["rounds"]) for r in rows}
+    second = race_to_end(page)
+    assert second == first
+
+    # the caption's numbers are the table's
+    caption = page.locator(".st-key-race_caption").inner_text()
+    speed = column(first[0], "speed-up")
+    named = re.findall(r"(AR|DFlash|DDTree|TAPS) (?:at |is fastest on the modelled clock at )?(\d+\.\d+)×", caption)
+    assert named and all(speed[name] == value for name, value in named)
+    nodes = column(first[0], "verified / round")
+    pair = re.search(r"\(([\d.]+) against ([\d.]+)\)", caption)
+    assert pair and float(pair[1]) == float(nodes["TAPS"]) and float(pair[2]) == float(nodes["DDTree"])
+    link = page.url
+
+    # the race link reopens its settings in a new browser context
+    context = browser.new_context(viewport={"width": SIZE[0], "height": SIZE[1]})
+    other = context.new_page()
+    other.goto(link)
+    other.get_by_role("button", name="Race", exact=True).wait_for()
+    idle(other)
+    params = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(link).query))
+    assert params["prompt"] == PROMPT and params["budget"] == str(BUDGET) and params["clock"] == "modelled"
+    expect(other.get_by_label("Prompt", exact=True)).to_have_value(PROMPT)
+    expect(other.get_by_label("Budget", exact=True)).to_have_value(str(BUDGET))
+    expect(other.get_by_role("combobox", name="Clock")).to_have_value("modelled")
+    other.goto(link.replace("clock=modelled", "clock=measured").replace("estimator=online", "estimator=marginal"))
+    expect(other.get_by_role("combobox", name="Clock")).to_have_value("measured")
+    expect(other.get_by_role("combobox", name="TAPS estimator")).to_have_value("marginal")
+    other.goto(link.replace(f"budget={BUDGET}", "budget=5000"))
+    expect(other.get_by_text("budget must be from 1 to 1024")).to_be_visible()
+    context.close()
+
+    # presenter mode: the controls and the four lanes (text and tree) fit 1280x720, no scrolling
+    set_presenter(page, True)
+    idle(page)
+    page.locator(".race-lane").first.wait_for()
+    boxes = page.evaluate("""() => {
+      const box = el => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+      const lanes = [...document.querySelectorAll('.race-lane')].map(box);
+      const trees = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].slice(0, 4).map(box);
+      return {lanes, trees, scroll: document.querySelector('[data-testid="stMain"]').scrollTop};
+    }""")
+    buttons = [page.get_by_role("button", name=name, exact=True).bounding_box()
+               for name in ("Race", "Play", "Step", "Restart", "End")]
+    boxes["buttons"] = [[b["x"], b["y"], b["x"] + b["width"], b["y"] + b["height"]] for b in buttons]
+    page.screenshot(path=str(tmp_path / "race-presenter-1280x720.png"))
+    keep_screenshot(tmp_path / "race-presenter-1280x720.png")
+    assert len(boxes["lanes"]) == 4 and len(boxes["trees"]) == 4 and boxes["scroll"] == 0
+    for left, top, right, bottom in boxes["buttons"] + boxes["lanes"] + boxes["trees"]:
+        assert 0 <= left and right <= SIZE[0] + 1 and 0 <= top and bottom <= SIZE[1] + 1, boxes
+    page.close()

@@ -1,8 +1,13 @@
-"""Step through: decode a prompt round by round, or walk one round stage by stage."""
+"""Step through: decode a prompt round by round, or walk one round stage by stage. The address bar
+always holds a link that replays the view (`app_pages.lecture`, `taps.studio.link`); keys, Back /
+Forward and autoplay drive it in a lecture."""
+
+from dataclasses import asdict
 
 import streamlit as st
 
 from app_pages import common as ui
+from app_pages import lecture
 from app_pages import widgets as app_widgets
 from taps.config import MAX_BUDGET, check_value
 from taps.record import STAGES
@@ -10,8 +15,9 @@ from taps.studio import figures
 from taps.studio.app_state import profile_needed, rounds_table
 from taps.studio.export import ExportError
 from taps.studio.lesson import STAGE_TITLES, prompt_excerpt, run_uses_profile
+from taps.studio.link import page_defaults
 from taps.studio.speed import machine_load, profile_name
-from taps.studio.stepper import StepController
+from taps.studio.stepper import StepController, saved_config
 
 pair = ui.current_pair()
 state = st.session_state
@@ -20,6 +26,8 @@ on_stage = ui.presenter()
 own_block = pair.drafter.block_size if pair.drafter is not None else 2
 if state.get("step_pair_seen") != pair.name:                 # a new pair drafts its own block size
     state["step_pair_seen"], state["step_block_size"] = pair.name, own_block
+DEFAULTS = page_defaults(max_new_tokens=64, block_size=own_block if pair.drafter is not None else None)
+link = lecture.read_link(pair, DEFAULTS)                    # a link opened in a new browser session
 
 request = state.pop("step_request", None)                   # "open in Step through" from Failure cases
 if request:
@@ -49,21 +57,23 @@ with ui.settings_area():
 config, problem = ui.build_config(
     pair, selector=selector, estimator=estimator, budget=budget, temperature=temperature, max_new_tokens=max_new,
     block_size=block_size if pair.drafter is not None else None, **more)
-profile, _ = ui.machine_profile(pair, config.budget if config else 0)
+profile, profile_id = lecture.session_profile(pair, config.budget if config else 0)
+lecture.link_messages()
 if problem:
     st.error(f"Cannot run these settings: {problem}. The run on view stays as it was.")
 elif config is not None and config.uses_profile and profile is None:
-    st.warning(profile_needed(config) + (f" (The saved one covers fewer than {config.budget} nodes: re-measure "
-                                         "it.)" if ui.machine_profile(pair)[0] is not None else ""))
+    st.warning(profile_needed(config))
+lecture.profile_notice(pair, profile_id)
 model = ui.model_profile(pair)
 
-if request:
-    with st.spinner(f"Replaying the run up to round {request['round']}…"):
+replay = request["round"] if request else link.round if link is not None else 0
+if replay and config is not None:
+    with st.spinner(f"Replaying the run up to round {replay}…"):
         try:
             with ctrl.lock:
-                ctrl.open_at(pair, prompt, config, profile, request["round"])
+                ctrl.open_at(pair, prompt, config, profile, replay)
         except (ValueError, RuntimeError) as exc:
-            st.error(f"Cannot open that case: {exc}")
+            st.error(f"Cannot open that {'case' if request else 'link'}: {exc}")
 
 
 # ---------------------------------------------------------------- the run: buttons, counters, views
@@ -73,18 +83,36 @@ def pick_round(number: int) -> None:
 
 def move_stage(delta: int) -> None:
     state["step_stage"] = min(max(state.get("step_stage", 0) + delta, 0), len(STAGES) - 1)
+    state["step_stage_view"] = ctrl.view
+
+
+def default_stage() -> int:
+    return STAGES.index(state.get("step_default_stage", STAGES[0]))
+
+
+def stage_for_view() -> int:
+    """The stage Stage by stage shows: a new round (one not walked yet) opens at the default stage."""
+    if state.get("step_stage_view") != ctrl.view:
+        state["step_stage"], state["step_stage_view"] = default_stage(), ctrl.view
+    return min(max(int(state.get("step_stage", 0)), 0), len(STAGES) - 1)
 
 
 def counters(record, numbers) -> None:
     speed = numbers.speed
     modelled, measured = speed.modelled, speed.measured
     where = ui.short_profile_name()
-    cols = st.columns([0.8, 0.9, 0.9, 0.9, 0.9, 1.8, 1.8])
+    shown = ctrl.visible[: ctrl.view]
+    verified_run = sum(r.verified_nodes for r in shown)
+    waste_round = record.waste_nodes / record.verified_nodes if record.verified_nodes else 0.0
+    cols = st.columns([0.8, 0.9, 0.9, 1.1, 1.1, 1.7, 1.7])
     cols[0].metric("Tokens", numbers.tokens)
     cols[1].metric("τ this round", record.tau)
     cols[2].metric("τ mean", f"{numbers.tau_mean:.2f}")
-    cols[3].metric("Verified", record.verified_nodes, help="Draft nodes the target checked this round")
-    cols[4].metric("Waste", f"{100 * numbers.waste_share:.0f}%", help="Verified nodes under a rejected prefix, so far")
+    cols[3].metric("Verified this round", record.verified_nodes, delta=f"run {verified_run}", delta_color="off",
+                   delta_arrow="off", help="Draft nodes the target checked this round; below, over the run so far")
+    cols[4].metric("Waste this round", f"{100 * waste_round:.0f}%", delta=f"run {100 * numbers.waste_share:.0f}%",
+                   delta_color="off", delta_arrow="off",
+                   help="Verified nodes under a rejected prefix, this round; below, over the run so far")
     cols[5].metric(f"Modelled speed-up ({where})", "—" if modelled is None else f"{modelled['speedup']:.2f}×",
                    help="Deterministic: τ × AR step ÷ round time, read from " + profile_name(model))
     cols[6].metric("Measured speed-up", "—" if measured is None else f"{measured.median:.2f}×",
@@ -119,6 +147,110 @@ def run_panel() -> None:
         run_panel_locked()
 
 
+class Actions:
+    """Keys and autoplay ticks waiting to be acted on, filled by the keyboard component's callback
+    (a plain list: see `ui.action_button` on callbacks that touch st.session_state)."""
+
+    def __init__(self) -> None:
+        self.waiting: list[str] = []
+
+    def add(self, name: str) -> None:
+        self.waiting.append(name)
+
+    def take(self) -> list[str]:
+        taken, self.waiting = self.waiting, []
+        return taken
+
+
+def toggle_play() -> None:
+    state["step_playing"] = not state.get("step_playing", False)
+
+
+def on_stage_tab() -> bool:
+    return state.get("step_tab") == lecture.STAGE_TAB
+
+
+def stage_move(delta: int) -> str:
+    """↓ / ↑ (and autoplay in Stage by stage): open Stage by stage; the next or previous stage, past
+    the last one the next round (at the first stage), before the first the previous round's last."""
+    if not on_stage_tab():
+        state["step_tab"] = lecture.STAGE_TAB
+        stage_for_view()
+        return ""
+    stage = stage_for_view() + delta
+    if 0 <= stage < len(STAGES):
+        move_stage(delta)
+        return ""
+    if delta > 0:
+        notice = ctrl.forward(pair, prompt, config, profile) if config is not None else problem
+        state["step_stage"], state["step_stage_view"] = 0, ctrl.view
+        return notice
+    if ctrl.view > 1:
+        ctrl.back()
+        state["step_stage"], state["step_stage_view"] = len(STAGES) - 1, ctrl.view
+    return ""
+
+
+def act(name: str) -> str:
+    """One key's (or autoplay tick's) move; returns a notice for the page."""
+    if name in ("play", "pause"):
+        state["step_playing"] = name == "play" and not state.get("step_playing", False)
+        return ""
+    if name == "tick" and not state.get("step_playing"):
+        return ""
+    if name in ("stage_next", "stage_prev") or (name == "tick" and on_stage_tab()):
+        return stage_move(-1 if name == "stage_prev" else 1)
+    if name in ("next", "tick"):
+        if config is None:
+            return f"Cannot run these settings: {problem}"
+        return ctrl.forward(pair, prompt, config, profile)
+    {"prev": ctrl.back, "first": ctrl.first, "last": ctrl.last}[name]()
+    return ""
+
+
+def lecture_row(message) -> bool:
+    """Back, Forward, Play and the speed; keys and autoplay's clock. Returns whether moves were made."""
+    actions = state.setdefault("step_actions", Actions())
+    row = st.container(horizontal=True, vertical_alignment="center", gap="small", key="step_lecture")
+    if ui.action_button(row, "◀ Back", key="step_btn_back", width="content", help="Previous round (←)"):
+        actions.add("prev")
+    if ui.action_button(row, "Forward ▶", key="step_btn_forward", width="content",
+                        help="Next round (→); past the last round shown, decodes the next one"):
+        actions.add("next")
+    moved = False
+    for name in actions.take():             # the keys' and autoplay's moves (their callbacks ran first)
+        try:
+            notice = act(name)
+        except (ValueError, RuntimeError) as exc:
+            notice, state["step_playing"] = f"Cannot run: {exc}", False
+        moved = True
+        state["step_moves"] = state.get("step_moves", 0) + 1      # tells the keys' component its move was made
+        if notice:
+            message.info(notice)
+    if state.get("step_playing"):
+        if ctrl.finished and ctrl.view >= len(ctrl.visible) and (not on_stage_tab() or
+                                                                  stage_for_view() == len(STAGES) - 1):
+            state["step_playing"] = False
+            message.info(f"Autoplay stopped at the end of the run. {ctrl.stop_text()}")
+        else:
+            ctrl.decode_ahead(2)                # the next rounds decode while this one is on show
+    playing = bool(state.get("step_playing"))
+    row.button("⏸ Pause" if playing else "▶ Play", key="step_play_toggle", on_click=toggle_play,
+               help="Autoplay (space): rounds, or in Stage by stage the stages of each round; any click pauses")
+    state.setdefault("step_play_speed", 1.0)
+    ui.keep("step_play_speed", "step_default_stage")
+    row.select_slider("Seconds a step", [0.5, 1.0, 1.5, 2.0, 2.5, 3.0], key="step_play_speed", width=200,
+                      format_func=lambda v: f"{v:g} s", label_visibility="collapsed", help="Autoplay's pace")
+    with row:
+        app_widgets.copy_link("step_copy_link")
+    position = f"{state.get('step_moves', 0)}:{ctrl.view}:{state.get('step_stage', 0)}:{state.get('step_tab')}"
+    reduced = app_widgets.lecture_keys("step_keys", playing, float(state["step_play_speed"]), position, actions.add)
+    if reduced and not on_stage:
+        st.caption("Your browser asks for reduced motion: nothing plays by itself until you press **▶ Play** "
+                   "(or space).")
+    return moved
+
+
 def run_panel_locked() -> None:
     row = st.container(horizontal=True, vertical_alignment="bottom", gap="small", key="step_buttons")
     do_step = ui.action_button(row, "Step", key="step_btn_step", type="primary", width="content")
@@ -127,7 +259,9 @@ def run_panel_locked() -> None:
     do_reset = ui.action_button(row, "Reset", key="step_btn_reset", width="content")
     slot = row.empty()
     message = st.empty()
+    lecture_row(message)
     if do_step or do_ten or do_end or do_reset:
+        state["step_playing"] = False
         if problem:
             message.error(f"Cannot run these settings: {problem}")
         else:
@@ -151,14 +285,19 @@ def run_panel_locked() -> None:
                 message.error(f"Cannot run: {exc}")
             if bar is not None:
                 bar.empty()
-    rounds = ctrl.rounds
+    rounds = ctrl.visible
+    write_link()
     if ctrl.saved is not None:
         st.info(f"Viewing a saved run ({len(rounds)} rounds, pair {ctrl.saved.pair_name}). Its timings were "
-                "measured where it ran; press **Reset** or **Step** to decode live here.")
-    elif ctrl.live and config is not None and not ctrl.matches(pair, prompt, config, profile):
-        st.caption("Settings or prompt changed: the next **Step** starts a new run.")
+                f"measured where it ran. {ctrl.what_next_step_does(pair, prompt, config, profile)}")
+    else:
+        ahead = ctrl.what_next_step_does(pair, prompt, config, profile)
+        if ahead:
+            st.caption(ahead)
+        elif ctrl.finished:
+            st.caption(ctrl.stop_text())
     if not rounds:
-        st.info("Press **Step** to run the first round.")
+        st.info("Press **Step** (or →) to run the first round; **?** lists the keys.")
         return
     if len(rounds) > 1:
         # keyed by the view's version: after a step or a pick the slider is a new one at that round
@@ -172,14 +311,34 @@ def run_panel_locked() -> None:
     views(record)
     if on_stage:
         app_widgets.run_text("step_text", ctrl.prompt_text, ctrl.spans(), ctrl.view, pick_round)
+    write_link()
+
+
+def write_link() -> None:
+    """The address bar: a link that replays the run on view (or, before one, the settings above)."""
+    if ctrl.session is not None or ctrl.saved is not None:
+        lecture.write_link(ctrl.prompt_text, ctrl.config, ctrl.view, DEFAULTS, profile_id)
+    else:
+        lecture.write_link(prompt, asdict(config) if config is not None else {}, 0, DEFAULTS, profile_id)
+
+
+def remembered(key: str, default) -> None:
+    """A widget's value kept apart from the widget, put back into it before it is drawn: a widget a
+    run does not draw (its tab closed) loses its state, and must not show another value than the
+    one the figure uses when it comes back."""
+    value = state.setdefault(f"{key}__value", state.get(key, default))
+    state[key] = value
+
+
+def remember(key: str) -> None:
+    state[f"{key}__value"] = state[key]
 
 
 def views(record) -> None:
-    tabs = st.tabs(["Draft tree", "Stage by stage", "Marginal vs path", "All rounds", "Export"], key="step_tab",
-                   on_change="rerun")
-    state.setdefault("step_color_by", "reach")
-    state.setdefault("step_pool_shown", 60)
-    ui.keep("step_color_by", "step_pool_shown", "step_compare_budget")
+    tabs = st.tabs(list(lecture.TAB_LABELS), key="step_tab", on_change="rerun")
+    remembered("step_color_by", "reach")
+    remembered("step_pool_shown", 60)
+    ui.keep("step_compare_budget")
     run_config = ctrl.config
     shown_prompt = ctrl.prompt_text
     with tabs[0]:
@@ -187,9 +346,10 @@ def views(record) -> None:
             if not on_stage:
                 cols = st.columns([3, 1])
                 cols[0].radio("Colour nodes by", list(figures.COLOR_MODES), horizontal=True,
-                              format_func=figures.COLOR_MODES.get, key="step_color_by")
+                              format_func=figures.COLOR_MODES.get, key="step_color_by", on_change=remember,
+                              args=("step_color_by",))
                 cols[1].number_input("Pool nodes drawn at most", min_value=0, max_value=800, step=20,
-                                     key="step_pool_shown")
+                                     key="step_pool_shown", on_change=remember, args=("step_pool_shown",))
             figure = figures.round_tree_figure(record, state["step_color_by"], int(state["step_pool_shown"]),
                                                ui.tree_plot(), shown_prompt, run_config)
             ui.chart(figure, "step_tree_chart")
@@ -198,13 +358,17 @@ def views(record) -> None:
                            "crosses on dotted edges sat under a rejected prefix and could never be accepted.")
     with tabs[1]:
         if tabs[1].open:
-            stage = STAGES[state.get("step_stage", 0)]
+            stage = STAGES[stage_for_view()]
             row = st.container(horizontal=True, vertical_alignment="center", gap="small")
             row.button("◀ Previous stage", key="step_stage_prev", on_click=move_stage, args=(-1,),
-                       disabled=stage == STAGES[0])
+                       disabled=stage == STAGES[0], help="↑")
             row.button("Next stage ▶", key="step_stage_next", on_click=move_stage, args=(1,), type="primary",
-                       disabled=stage == STAGES[-1])
+                       disabled=stage == STAGES[-1], help="↓ (past the last stage: the next round)")
             row.markdown(" → ".join(f"**{STAGE_TITLES[s]}**" if s == stage else STAGE_TITLES[s] for s in STAGES))
+            if not on_stage:
+                state.setdefault("step_default_stage", STAGES[0])
+                row.selectbox("A new round opens at", STAGES, key="step_default_stage", width=190,
+                              format_func=STAGE_TITLES.get)
             ui.chart(figures.lesson_figure(record, stage, state["step_color_by"], int(state["step_pool_shown"]),
                                            ui.tree_plot(reserve=64), shown_prompt, run_config), "step_lesson_chart")
             if stage == "select" and ctrl.profile is not None and run_uses_profile(record.selector, run_config):
@@ -233,7 +397,7 @@ def views(record) -> None:
                            "come from hindsight: what the target chose this round.")
     with tabs[3]:
         if tabs[3].open:
-            st.dataframe(rounds_table(ctrl.rounds), key="step_rounds_table", hide_index=True)
+            st.dataframe(rounds_table(ctrl.visible), key="step_rounds_table", hide_index=True)
     with tabs[4]:
         if tabs[4].open:
             exports(record, shown_prompt, run_config)
@@ -248,7 +412,8 @@ def exports(record, shown_prompt: str, run_config: dict) -> None:
                f"(“{prompt_excerpt(shown_prompt)}”), selector, estimator, budget and round.")
     cols = st.columns(5)
     for col, fmt in zip(cols[:2], ("png", "svg")):
-        if col.button(f"Make the tree as {fmt.upper()}", key=f"step_make_{fmt}"):
+        if col.button(f"Make {'a PNG' if fmt == 'png' else 'an SVG'}", key=f"step_make_{fmt}",
+                      help=f"Render the tree as {fmt.upper()} (at most a minute)"):
             with st.spinner(f"Rendering the {fmt.upper()} (at most a minute)…"):
                 try:
                     render = figures.figure_png if fmt == "png" else figures.figure_svg
@@ -282,6 +447,18 @@ def load_upload() -> None:
         state.pop("step_load_error", None)
     except ValueError as exc:
         state["step_load_error"] = f"{upload.name}: {exc}"
+        return
+    saved = ctrl.saved
+    settings = saved_config(saved)
+    if saved.pair_name != pair.name or settings is None:
+        return                       # the page says what the next Step does with it
+    # this pair can continue it: its prompt and settings go into the widgets, so Step replays it
+    state["step_prompt"] = saved.prompt
+    state["step_example"] = next((e["title"] for e in ui.examples() if e["prompt"] == saved.prompt), ui.OWN_PROMPT)
+    for name, value in asdict(settings).items():
+        key = lecture.widget_key(name)
+        if key in state or name in DEFAULTS:
+            state[key] = own_block if name == "block_size" and value is None else value
 
 
 if not on_stage:

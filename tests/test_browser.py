@@ -330,7 +330,7 @@ def test_text_opens_its_round_and_the_lesson_walks_the_stages(server, browser, t
     expect(lesson.locator(".gtitle")).to_contain_text("5 of 6: Verify")
 
     page.get_by_role("tab", name="Export").click()
-    page.get_by_role("button", name="Make the tree as PNG").click()
+    page.get_by_role("button", name="Make a PNG").click()
     with page.expect_download(timeout=120_000) as download:
         page.get_by_role("button", name="Download PNG").click()
     saved = tmp_path / "tree.png"

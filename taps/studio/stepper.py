@@ -20,7 +20,7 @@ page's buttons do and what its counters show. Plain Python (no streamlit), teste
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable
 
 from ..config import DecodeConfig
@@ -161,7 +161,12 @@ class StepController:
         saved = self.saved
         if saved is None or saved.pair_name != pair.name or saved.prompt != prompt:
             return False
-        return saved_config(saved) == config
+        own = pair.drafter.block_size if pair.drafter is not None else None
+        settings = saved_config(saved)
+        if settings is None:
+            return False
+        return replace(settings, block_size=settings.block_size or own) == replace(config,
+                                                                                 block_size=config.block_size or own)
 
     def what_next_step_does(self, pair: ModelPair, prompt: str, config: DecodeConfig | None, profile=None) -> str:
         """What the next Step will do to the run on view, said before it happens ("" when it steps it)."""

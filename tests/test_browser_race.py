@@ -115,6 +115,9 @@ def test_the_race_plays_four_lanes_on_the_modelled_clock_and_replays_alike(serve
     assert {k: float(v) for k, v in column(first[0], "speed-up").items()} == {r["method"]: r["speed-up"] for r in rows}
     assert {k: float(v) for k, v in column(first[0], "τ").items()} == {r["method"]: r["τ"] for r in rows}
     assert column(first[0], "rounds") == {r["method"]: str(r["rounds"]) for r in rows}
+    page.get_by_role("combobox", name="Replay").click()             # the second race replays faster
+    page.get_by_role("option", name="fast").click()
+    idle(page)
     second = race_to_end(page)
     assert second == first
 

@@ -154,6 +154,8 @@ def lane_tree_figure(record: Round | None, height: int = 170, title: str = "") -
         pos = tree_positions(record.pool_parents, record.pool_ranks, nodes)
         last = record.accepted[-1] if record.accepted else 0
         bonus = (len(record.accepted) + 1, pos[last][1])
+        if any(x == bonus[0] and abs(y - bonus[1]) < 0.5 for x, y in pos.values()):
+            bonus = (bonus[0], bonus[1] + 0.5)           # beside a verified sibling, not on it
         path = set(record.accepted) | {0}
         for style, pairs in (("verified", [(record.pool_parents[v], v) for v in nodes if v and v not in path
                                            and record.status[v] != "waste"]),
@@ -183,7 +185,7 @@ def lane_tree_figure(record: Round | None, height: int = 170, title: str = "") -
                             color=PALETTE["orange"] if kind == "bonus" else "#FFFFFF" if kind == "root"
                             else PALETTE["blue"] if kind == "accepted" else "#DDDDDD"),
                 text=[display_token(t) for t in texts], hovertemplate=f"%{{text}} ({spec['name']})<extra></extra>"))
-        rows = max((y for _, y in pos.values()), default=0.0)
+        rows = max([y for _, y in pos.values()] + [bonus[1]])
         fig.update_yaxes(range=[rows + 0.7, -0.7])
         fig.update_xaxes(range=[-0.4, max(bonus[0], max(x for x, _ in pos.values())) + 0.4])
     fig.update_xaxes(visible=False, fixedrange=True)

@@ -16,7 +16,7 @@ from taps.config import DecodeConfig, check_value, field_spec
 from taps.flags import range_text
 from taps.studio import speed
 from taps.studio.app_state import default_pair_source, describe_source, load_pair_from_source
-from taps.studio.layout import Plot
+from taps.studio.layout import LABEL_SIZES, Plot, plot_for
 
 DEVICES = ("auto", "cpu", "cuda")
 OWN_PROMPT = "(type your own)"
@@ -185,13 +185,24 @@ def tree_plot(share: float = 1.0, reserve: int = 0) -> Plot:
     on_stage = presenter()
     width = size.get("main") or (size["width"] - (40 if on_stage else SIDEBAR_PX + 80))
     height = size["height"] - (PRESENTER_CHROME_PX if on_stage else NORMAL_CHROME_PX) - reserve
-    return Plot(width=int(max(480, width * share)), height=int(max(300 if on_stage else 360, height)))
+    return plot_for(int(max(480, width * share)), int(max(300 if on_stage else 360, height)), on_stage,
+                    st.session_state.get("label_size") or "M")
+
+
+def dark_theme() -> bool:
+    """Whether the browser shows Streamlit's dark theme (the charts follow it)."""
+    try:
+        return getattr(st.context.theme, "type", None) == "dark"
+    except AttributeError:
+        return False
 
 
 def chart(fig, key: str, **options) -> None:
     from taps.studio.figures import PLOT_CONFIG
+    from taps.studio.figures.style import apply_theme
 
-    st.plotly_chart(fig, key=key, theme=None, config=options.pop("config", PLOT_CONFIG), **options)
+    st.plotly_chart(apply_theme(fig, dark_theme()), key=key, theme=None, config=options.pop("config", PLOT_CONFIG),
+                    **options)
 
 
 # ---------------------------------------------------------------------------- the model pair
@@ -514,7 +525,8 @@ def frame(pages: list) -> st.navigation:
     state = st.session_state
     restore_kept()
     state.setdefault("presenter", False)
-    keep("presenter")
+    state.setdefault("label_size", "M")
+    keep("presenter", "label_size")
     on_stage = presenter()
     st.html(BASE_CSS + (PRESENTER_CSS if on_stage else ""))
     page = st.navigation(pages, position="hidden" if on_stage else "sidebar")
@@ -523,6 +535,8 @@ def frame(pages: list) -> st.navigation:
         with top:
             for item in pages:
                 st.page_link(item, label=item.title, icon=item.icon)
+            st.segmented_control("Labels", list(LABEL_SIZES), key="label_size", width="content",
+                                 help="Token label size on the tree figures, for the back row (S, M, L)")
             st.toggle("Presenter mode", key="presenter", help="Controls collapse and the tree fits the screen.")
         state["_presenter_bar"] = top
     with st.sidebar:

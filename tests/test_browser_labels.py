@@ -3,8 +3,9 @@ code's own estimate): on the shipped pair, the first five rounds of every exampl
 settings, each round's tree drawn at the plot size the Step page gives it in normal mode at
 1280x720 and in presenter mode at 1280x720 and 1600x1000. Every accepted-path node (root, accepted
 tokens, bonus) is labelled, no two labels overlap, every label lies inside the figure, in
-presenter mode at 1600x1000 the label text is at least 18 px; no label touches a node's marker, and
-no edge (the thick accepted path and the bonus edge included) runs over a label.
+presenter mode at 1600x1000 the label text is at least 18 px; no label touches a node's marker or
+the legend, no edge (the thick accepted path and the bonus edge included) runs over a label, and
+Plotly's mode bar covers neither the title nor the legend.
 
 The figures are drawn by plotly.js itself (the version the plotly package bundles) in one page,
 one after another, rather than through the Streamlit page: the same figure JSON the page sends, at
@@ -50,9 +51,17 @@ MEASURE = """async ([figure, width, config]) => {
       lines.push([p.x, p.y, width / 2]);
     }
   }
+  const box = sel => {
+    const el = div.querySelector(sel);
+    if (!el) return null;
+    const r = el.getBoundingClientRect();
+    return [r.left, r.top, r.right, r.bottom];
+  };
+  const parts = {title: box('.gtitle'), subtitle: box('.gtitle-subtitle'), legend: box('.legend'),
+                 modebar: box('.modebar')};
   Plotly.purge(div);
   div.remove();
-  return {svg: [svg.left, svg.top, svg.right, svg.bottom], labels, markers, lines};
+  return {svg: [svg.left, svg.top, svg.right, svg.bottom], labels, markers, lines, parts};
 }"""
 
 
@@ -116,8 +125,15 @@ def unescape(text: str) -> str:
     return html.unescape(text)
 
 
+def overlaps(a, b) -> bool:
+    return bool(a and b) and min(a[2], b[2]) - max(a[0], b[0]) > 1 and min(a[3], b[3]) - max(a[1], b[1]) > 1
+
+
 def check_rendered(found: dict, expected: list[str], where: str) -> None:
     labels = found["labels"]
+    parts = found.get("parts", {})
+    for part in ("title", "subtitle", "legend"):                   # the mode bar covers no title, no legend
+        assert not overlaps(parts.get("modebar"), parts.get(part)), (where, part, parts)
     left, top, right, bottom = found["svg"]
     texts = [label["text"] for label in labels]
     for text in expected:
@@ -130,6 +146,7 @@ def check_rendered(found: dict, expected: list[str], where: str) -> None:
             a0, b0, a1, b1 = other["box"]
             overlap = min(x1, a1) - max(x0, a0) > 1 and min(y1, b1) - max(y0, b0) > 1
             assert not overlap, (where, label, other)
+        assert not overlaps(label["box"], parts.get("legend")), (where, label, parts)
         for a0, b0, a1, b1 in found["markers"]:                       # clear of every node's marker
             assert not (min(x1, a1) - max(x0, a0) > 1 and min(y1, b1) - max(y0, b0) > 1), (where, label)
         # no edge (the thick accepted path and the bonus edge included) runs over a label's glyphs:

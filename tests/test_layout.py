@@ -110,6 +110,11 @@ def test_same_depth_labels_are_a_row_apart():
     assert pos[0][1] == pos[2][1]                                   # the root centred on its children
 
 
+def test_a_tree_without_labels_is_laid_out():
+    layout = fit_tree([-1, 0, 0], {v: (v,) for v in range(3)}, [0, 1, 2], [], [], {}, Plot(900, 600))
+    assert layout.labels == {} and layout.left_out == 0 and layout.columns == 2
+
+
 def test_cut_label():
     assert cut_label("return", 10) == "return" and cut_label("return", 4) == "ret…"
     assert cut_label("", 3) == "∅" and cut_label("abc", 0) == "…"

@@ -341,7 +341,7 @@ def fit_tree(parents: Mapping[int, int] | Sequence[int], order: Mapping[int, tup
         found = fitter.search(keep)
         pos = found.pos
         deepest = max(int(d) for d, _ in pos.values())
-        deepest_label = max(int(pos[v][0]) for v in list(found.shown) + list(found.groups))
+        deepest_label = max((int(pos[v][0]) for v in list(found.shown) + list(found.groups)), default=-1)
         columns = max(deepest + 1, deepest_label + 2)    # the depth columns and room for the deepest labels
         chars = column_chars(plot, columns)
         if chars >= 3 or plot.font_px <= MIN_FONT_PX:

@@ -247,7 +247,7 @@ if race is not None and not state.get("race_playing") and state.get("race_t", 0.
     shown_rows = [{**r, **{name: f"{r[name]:.{n}f}" for name, n in digits.items()}} for r in rows]
     st.table(pd.DataFrame(shown_rows).drop(columns=["run"]).astype(str).set_index("method"))
     ar = next(r for r in rows if policy(r["run"]).baseline)
-    st.markdown(f"**speed-up = τ × t_AR / t_round**, with t_AR = {ar['t_AR (ms)']} ms (AR's mean round on the "
+    st.markdown(f"**speed-up = τ × t_AR / t_round**, with t_AR = {ar['t_AR (ms)']:.3f} ms (AR's mean round on the "
                 f"{race.clock} clock) and t_round each method's mean round: the same as AR's finish time over the "
                 "method's when both wrote the same tokens.")
     st.container(key="race_caption").markdown(race_caption(rows, race.clock))

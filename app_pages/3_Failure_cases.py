@@ -1,5 +1,7 @@
 """Failure cases: rounds where TAPS accepted less than DDTree or the oracle, or wasted its budget."""
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 
@@ -8,35 +10,42 @@ from taps.eval.prompts import humaneval_prompts, parse_prompt_text
 from taps.policies import DDTREE, TAPS
 from taps.studio import figures
 from taps.studio.app_state import profile_needed
-from taps.studio.failures import KINDS, display_name, find_failures
+from taps.studio.failures import KINDS, checked_summary, display_name, find_failures
 
 pair = ui.current_pair()
 state = st.session_state
 SOURCES = ("Shipped examples", "HumanEval", "Your own")
+on_stage = ui.presenter()
+PRESENTER_EXTRA_PX = 100        # presenter mode: the summary line and the case's why, beyond what ui.tree_plot keeps
+INTRO = ("TAPS runs greedily over a set of prompts. From the root of every TAPS round, DDTree and the oracle each "
+         "run one round over the same context, so all three are compared at the same position. Rounds where "
+         "TAPS accepted fewer tokens, or spent most of its verified nodes under a rejected prefix, are listed "
+         "worst first.")
 
-st.title("Failure cases")
-st.markdown("TAPS runs greedily over a set of prompts. From the root of every TAPS round, DDTree and the oracle each "
-            "run one round over the same context, so all three are compared at the same position. Rounds where "
-            "TAPS accepted fewer tokens, or spent most of its verified nodes under a rejected prefix, are listed "
-            "worst first.")
+if not on_stage:                # presenter mode: the top bar names the page; the settings fold into its popover
+    st.title("Failure cases")
+    st.markdown(INTRO)
 state.setdefault("fail_source", SOURCES[0])
 state.setdefault("fail_limit", 5)
 state.setdefault("fail_waste_threshold", 0.5)
 ui.keep("fail_source", "fail_text", "fail_limit", "fail_waste_threshold", "fail_kind")
-source = st.radio("Prompts", SOURCES, horizontal=True, key="fail_source")
-if source == "Your own":
-    left, right = st.columns(2)
-    left.text_area("Paste prompts: JSONL lines with a \"prompt\" field, or plain text with prompts separated by a "
-                   "line holding only ---", key="fail_text", height=150)
-    right.file_uploader("…or upload a .txt or .jsonl file", type=["txt", "jsonl"], key="fail_upload")
-cols = st.columns(6)
-budget = ui.setting("budget", "fail_budget", "Budget", cols[0])
-estimator = ui.setting("estimator", "fail_estimator", "TAPS estimator", cols[1])
-taps_mode = ui.setting("taps_mode", "fail_taps_mode", "TAPS mode", cols[2])
-max_new = ui.setting("max_new_tokens", "fail_max_new", "Max new tokens", cols[3], default=32)
-limit = cols[4].number_input("Prompts at most", step=1, key="fail_limit", help="1 to 200")
-threshold = cols[5].slider("Waste flag at", min_value=0.1, max_value=1.0, step=0.05, key="fail_waste_threshold",
-                           help="Flag rounds whose waste share reaches this")
+settings_box = ui.settings_area("Prompts and settings")
+with settings_box:
+    source = st.radio("Prompts", SOURCES, horizontal=True, key="fail_source", help=INTRO if on_stage else None)
+    if source == "Your own":
+        left, right = st.columns(2)
+        left.text_area("Paste prompts: JSONL lines with a \"prompt\" field, or plain text with prompts separated "
+                       "by a line holding only ---", key="fail_text", height=150)
+        right.file_uploader("…or upload a .txt or .jsonl file", type=["txt", "jsonl"], key="fail_upload")
+    cols = st.columns(3 if on_stage else 6)
+    budget = ui.setting("budget", "fail_budget", "Budget", cols[0])
+    estimator = ui.setting("estimator", "fail_estimator", "TAPS estimator", cols[1])
+    taps_mode = ui.setting("taps_mode", "fail_taps_mode", "TAPS mode", cols[2])
+    cols = cols[3:] if not on_stage else st.columns(3)
+    max_new = ui.setting("max_new_tokens", "fail_max_new", "Max new tokens", cols[0], default=32)
+    limit = cols[1].number_input("Prompts at most", step=1, key="fail_limit", help="1 to 200")
+    threshold = cols[2].slider("Waste flag at", min_value=0.1, max_value=1.0, step=0.05, key="fail_waste_threshold",
+                               help="Flag rounds whose waste share reaches this")
 
 
 def gather_prompts() -> list[dict]:
@@ -59,11 +68,11 @@ def gather_prompts() -> list[dict]:
     return prompts[: int(limit)]
 
 
-if st.button("Find failures", key="fail_btn", type="primary"):
+if settings_box.button("Find failures", key="fail_btn", type="primary"):
     state.pop("fail_report", None)                  # a failed search never leaves the old report under its error
     config, problem = ui.build_config(pair, selector=TAPS.name, estimator=estimator, budget=budget,
                                       max_new_tokens=max_new, taps_mode=taps_mode)
-    profile, _ = ui.machine_profile(pair, budget if config else 0)
+    profile, profile_id = ui.run_profile(pair, budget if config else 0)
     try:
         if problem:
             raise ValueError(problem)
@@ -82,51 +91,64 @@ if st.button("Find failures", key="fail_btn", type="primary"):
                                profile=profile)
         state["fail_report"] = report
         state["fail_report_id"] = state.get("fail_report_id", 0) + 1
-        state["fail_report_source"] = f"{source.lower()} ({len(prompts)} prompts)"
+        state["fail_report_source"] = source
+        state["fail_report_profile"] = ui.profile_label(profile_id) if config.uses_profile else ""
         bar.empty()
 
 report = state.get("fail_report")
 if report is not None:
     settings = report.config
-    st.markdown(f"Checked **{report.rounds_checked}** TAPS rounds over **{report.prompts_run}** prompts from the "
-                f"{state.get('fail_report_source', 'prompts')} (TAPS/{settings.get('estimator')}, budget "
-                f"{settings.get('budget')}, {settings.get('taps_mode')} mode): **{len(report.cases)}** flagged.")
+    sized = state.get("fail_report_profile")
+    st.markdown(checked_summary(report.rounds_checked, report.prompts_run, state.get("fail_report_source", ""))
+                + f" (TAPS/{settings.get('estimator')}, budget {settings.get('budget')}, {settings.get('taps_mode')} "
+                "mode" + (f"; trees sized from {sized}" if sized else "") + f"): **{len(report.cases)}** flagged.")
     for message in report.skipped:
         st.warning(f"Skipped {message}")
     counts = report.counts()
     kinds = list(KINDS) + ["all"]
     state.setdefault("fail_kind", DDTREE.name)
-    kind = st.segmented_control(
-        "Show", kinds, key="fail_kind", required=True,
+    state.setdefault("fail_color_by", "reach")
+    ui.keep("fail_color_by")
+    # presenter mode: the filter, the case and the colouring in one row, so the trees get the window
+    picker = st.columns([2.2, 2.2, 1.6]) if on_stage else [st, st, None]
+    # presenter mode: a menu (the segmented control's buttons do not fit a third of 1280 px)
+    kind_widget = picker[0].selectbox if on_stage else partial(st.segmented_control, required=True)
+    kind = kind_widget(
+        "Show", kinds, key="fail_kind",
         format_func=lambda k: f"{KINDS[k]} ({counts[k]})" if k in KINDS else f"all flagged ({len(report.cases)})")
     cases = report.of_kind(None if kind == "all" else kind)
     if not cases:
         st.success(f"No round of this kind: {KINDS.get(kind, 'nothing flagged')}." if kind != "all" else
                    "No round was flagged: TAPS matched DDTree and the oracle and kept waste under the threshold.")
     else:
-        frame = pd.DataFrame([case.row() for case in cases])
-        st.dataframe(frame, key="fail_table", hide_index=True)
+        # the table without its long "why" column (a cell cuts it): the chosen case's why is in full below it
+        frame = pd.DataFrame([case.row() for case in cases]).drop(columns="why")
+        if not on_stage:
+            st.dataframe(frame, key="fail_table", hide_index=True)
+            st.caption("Open a case for the whole of why it was flagged; the CSV below has every case's why.")
         labels = [f"{n + 1}. {c.prompt_id}, round {c.taps_round.number}: "
                   f"{', '.join(KINDS[k] for k in c.kinds)}" for n, c in enumerate(cases)]
         case_key = f"fail_case_{state['fail_report_id']}_{kind}"     # a new search or filter starts at the top
-        chosen = st.selectbox("Open a case", range(len(labels)), format_func=labels.__getitem__, key=case_key)
+        chosen = picker[1].selectbox("Open a case", range(len(labels)), format_func=labels.__getitem__,
+                                     key=case_key)
         case = cases[chosen]
-        st.info(case.explanation)
+        why, go = st.columns([5, 2], vertical_alignment="center") if on_stage else (st, st)
+        why.info(case.explanation)
 
         def open_in_step() -> None:
             state["step_request"] = {"prompt": case.prompt, "config": dict(report.config),
                                      "round": case.taps_round.number}
 
-        if st.button(f"Open in Step through at round {case.taps_round.number}", key="fail_open_step",
+        if go.button(f"Open in Step through at round {case.taps_round.number}", key="fail_open_step",
                      on_click=open_in_step):
             st.switch_page("app_pages/1_Step_through.py")
-        state.setdefault("fail_color_by", "reach")
-        ui.keep("fail_color_by")
-        color_by = st.radio("Colour nodes by", list(figures.COLOR_MODES), horizontal=True,
-                            format_func=figures.COLOR_MODES.get, key="fail_color_by")
+        colour_widget = picker[2].selectbox if on_stage else partial(st.radio, horizontal=True)
+        color_by = colour_widget("Colour nodes by", list(figures.COLOR_MODES), format_func=figures.COLOR_MODES.get,
+                                 key="fail_color_by")
         tabs = st.tabs(["TAPS's round"] + [f"{display_name(name, capital=True)}'s round (same position)"
-                                           for name in case.others] + ["Marginal vs path-conditioned"])
-        plot = ui.tree_plot()
+                                           for name in case.others] + ["Marginal vs path-conditioned"]
+                       + (["All flagged"] if on_stage else []))
+        plot = ui.tree_plot(reserve=PRESENTER_EXTRA_PX if on_stage else 0)
         with tabs[0]:
             ui.chart(figures.round_tree_figure(case.taps_round, color_by, plot=plot, prompt=case.prompt,
                                                config=report.config), "fail_tree_chart")
@@ -138,7 +160,10 @@ if report is not None:
                 else:
                     ui.chart(figures.round_tree_figure(other, color_by, plot=plot, prompt=case.prompt,
                                                        config=report.config), f"fail_{name}_chart")
-        with tabs[-1]:
+        if on_stage:
+            with tabs[-1]:
+                st.dataframe(frame, key="fail_table", hide_index=True, height=plot.height)
+        with tabs[len(case.others) + 1]:
             ui.chart(figures.ranking_comparison_figure(case.taps_round, plot=plot, prompt=case.prompt),
                      "fail_compare_chart")
         st.download_button("Cases as CSV", data=pd.DataFrame([c.row() for c in report.cases]).to_csv(index=False),

@@ -285,3 +285,20 @@ def find_failures(pair, prompts: list[dict], config: DecodeConfig,
         on_progress(len(prompts), len(prompts), "done")
     report.cases.sort(key=lambda c: (-c.gap, -c.waste_share, c.prompt_id, c.taps_round.index))
     return report
+
+
+# the Failure cases page's prompt sources, as a sentence names them ("… over 8 prompts from the shipped examples")
+SOURCE_PHRASES = {"Shipped examples": "the shipped examples", "HumanEval": "HumanEval",
+                  "Your own": "your own prompts"}
+
+
+def source_phrase(source: str) -> str:
+    """The page's prompt source (its radio label) in a sentence: "the shipped examples", "your own
+    prompts"; another label as it is."""
+    return SOURCE_PHRASES.get(source, source)
+
+
+def checked_summary(rounds: int, prompts: int, source: str) -> str:
+    """ "Checked **12** TAPS rounds over **2** prompts from your own prompts" (markdown)."""
+    return (f"Checked **{rounds}** TAPS round{'' if rounds == 1 else 's'} over **{prompts}** "
+            f"prompt{'' if prompts == 1 else 's'} from {source_phrase(source)}")

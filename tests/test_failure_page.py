@@ -1,0 +1,75 @@
+"""The Failure cases page (AppTest, tiny pair): its summary names the prompts' source in plain words
+and the profile trees were sized from, the table leaves the long "why" to the chosen case's note,
+and presenter mode folds the settings away and puts the table in a tab."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from taps.studio.failures import checked_summary, source_phrase
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tiny_app(tiny_pair_dir):
+    """The app on the tiny pair with this machine's profile saved (a fixed one), as tests/test_app.py runs it."""
+    from conftest import fixed_profile
+
+    from taps.eval.measure import forget_profiles
+    from taps.profiles import profile_path
+    from taps.studio.app_state import load_pair_from_source
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TAPS_PAIR", str(tiny_pair_dir))
+        pair = load_pair_from_source(str(tiny_pair_dir), "auto")
+        fixed_profile(pair).save(profile_path(pair))
+        yield
+        profile_path(pair).unlink(missing_ok=True)
+        forget_profiles()
+
+
+def search(presenter: bool) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/3_Failure_cases.py").run()
+    at.radio(key="fail_source").set_value("Your own").run()
+    at.text_area(key="fail_text").set_value("def f(x):\n---\nfor i in range(")
+    at.number_input(key="fail_budget").set_value(8)
+    at.number_input(key="fail_max_new").set_value(10)
+    at.slider(key="fail_waste_threshold").set_value(0.1)
+    if presenter:
+        at.session_state["presenter"] = True
+    at.button(key="fail_btn").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    (at.selectbox if presenter else at.segmented_control)(key="fail_kind").set_value("all").run()
+    return at
+
+
+def test_source_phrase():
+    assert source_phrase("Your own") == "your own prompts" and source_phrase("HumanEval") == "HumanEval"
+    assert checked_summary(12, 2, "Your own") == "Checked **12** TAPS rounds over **2** prompts from your own prompts"
+    assert checked_summary(1, 1, "Shipped examples") == ("Checked **1** TAPS round over **1** prompt from the "
+                                                         "shipped examples")
+
+
+def test_the_summary_reads_and_the_why_is_shown_whole():
+    at = search(presenter=False)
+    summary = next(m.value for m in at.markdown if m.value.startswith("Checked"))
+    assert "over **2** prompts from your own prompts (TAPS/" in summary and "the your own" not in summary
+    assert "trees sized from" in summary                       # TAPS's cost mode: the profile is named
+    assert "why" not in at.dataframe[0].value.columns and "round" in at.dataframe[0].value.columns
+    case = at.session_state["fail_report"].cases[0]
+    assert any(i.value == case.explanation for i in at.info)
+    assert not at.tabs[-1].label == "All flagged"
+
+
+def test_presenter_mode_on_the_failure_page():
+    at = search(presenter=True)
+    assert not any(t.value == "Failure cases" for t in at.title)
+    assert at.tabs[-1].label == "All flagged" and at.dataframe[0].value.shape[0] == len(
+        at.session_state["fail_report"].cases)
+    assert at.get("plotly_chart")

@@ -167,3 +167,33 @@ def test_a_link_replays_the_run_after_a_server_restart_as_generate_prints_it(bro
             assert shown == printed, (mode, shown, printed)
             page.close()
         context.close()
+
+
+def test_tree_widgets_keep_their_values_and_a_finished_run_says_why(server, browser):  # noqa: F811
+    """Point 7: after a Step taken on another tab the Draft tree tab's widgets show the values the
+    figure uses; Verified and Waste name their scope; Run to end says why it stopped at once."""
+    from playwright.sync_api import expect
+
+    page = open_link(browser, server, urlencode({"prompt": LONG_RUN}))
+    page.get_by_role("button", name="Step", exact=True).click()
+    expect(title(page)).to_contain_text("Round 1 ·")
+    page.get_by_text("target's probability (known after verification)").click()
+    pool = page.locator('input[aria-label="Pool nodes drawn at most"]')
+    pool.fill("40")
+    pool.press("Enter")
+    idle(page)
+    page.get_by_role("tab", name="All rounds").click()
+    idle(page)
+    page.get_by_role("button", name="Step", exact=True).click()
+    expect(metric(page, "Verified this round")).to_be_visible()
+    idle(page)
+    page.get_by_role("tab", name="Draft tree").click()
+    expect(title(page)).to_contain_text("Round 2 ·")
+    expect(page.get_by_role("radio", name="target's probability (known after verification)")).to_be_checked()
+    expect(pool).to_have_value("40")
+    expect(tree_chart(page).locator(".cbtitle")).to_contain_text("target")
+    for label in ("Verified this round", "Waste this round"):
+        expect(page.locator('[data-testid="stMetric"]').filter(has_text=label)).to_contain_text("run ")
+    page.get_by_role("button", name="Run to end").click()
+    expect(page.get_by_text("it reached Max new tokens").first).to_be_visible()
+    page.close()

@@ -16,7 +16,7 @@ pair = ui.current_pair()
 state = st.session_state
 SOURCES = ("Shipped examples", "HumanEval", "Your own")
 on_stage = ui.presenter()
-PRESENTER_EXTRA_PX = 100        # presenter mode: the summary line and the case's why, beyond what ui.tree_plot keeps
+PRESENTER_EXTRA_PX = 100        # presenter mode: the pickers' row and the case's why, beyond what ui.tree_plot keeps
 INTRO = ("TAPS runs greedily over a set of prompts. From the root of every TAPS round, DDTree and the oracle each "
          "run one round over the same context, so all three are compared at the same position. Rounds where "
          "TAPS accepted fewer tokens, or spent most of its verified nodes under a rejected prefix, are listed "
@@ -99,11 +99,14 @@ report = state.get("fail_report")
 if report is not None:
     settings = report.config
     sized = state.get("fail_report_profile")
-    st.markdown(checked_summary(report.rounds_checked, report.prompts_run, state.get("fail_report_source", ""))
-                + f" (TAPS/{settings.get('estimator')}, budget {settings.get('budget')}, {settings.get('taps_mode')} "
-                "mode" + (f"; trees sized from {sized}" if sized else "") + f"): **{len(report.cases)}** flagged.")
+    # presenter mode: the summary goes with the settings (in the top bar's popover), the trees get the window
+    summary_box = settings_box if on_stage else st
+    summary_box.markdown(checked_summary(report.rounds_checked, report.prompts_run, state.get("fail_report_source", ""))
+                         + f" (TAPS/{settings.get('estimator')}, budget {settings.get('budget')}, "
+                         f"{settings.get('taps_mode')} mode" + (f"; trees sized from {sized}" if sized else "")
+                         + f"): **{len(report.cases)}** flagged.")
     for message in report.skipped:
-        st.warning(f"Skipped {message}")
+        summary_box.warning(f"Skipped {message}")
     counts = report.counts()
     kinds = list(KINDS) + ["all"]
     state.setdefault("fail_kind", DDTREE.name)

@@ -70,6 +70,7 @@ def test_the_summary_reads_and_the_why_is_shown_whole():
 def test_presenter_mode_on_the_failure_page():
     at = search(presenter=True)
     assert not any(t.value == "Failure cases" for t in at.title)
+    assert any(m.value.startswith("Checked **") for m in at.markdown)         # in the settings popover
     assert at.tabs[-1].label == "All flagged" and at.dataframe[0].value.shape[0] == len(
         at.session_state["fail_report"].cases)
     assert at.get("plotly_chart")

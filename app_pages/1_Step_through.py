@@ -312,6 +312,7 @@ def run_panel_locked() -> None:
     if on_stage:
         app_widgets.run_text("step_text", ctrl.prompt_text, ctrl.spans(), ctrl.view, pick_round)
     write_link()
+    ctrl.catch_up_later()                   # the AR baseline's remaining steps, once the page is drawn
 
 
 def write_link() -> None:

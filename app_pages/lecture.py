@@ -106,6 +106,12 @@ def profile_notice(pair, own_id: str | None) -> None:
     row.info(f"The link was made with the latency profile **{label(link.profile)}**; this browser uses "
              f"**{label(own_id) if own_id else 'none'}**. Modelled figures and cost-mode trees may differ from the "
              "link's.")
+    from taps.studio.speed import resolve_profile
+
+    _, why = resolve_profile(pair, link.profile)
+    if why:
+        row.caption(f"The link's profile cannot be used here: {why}.")
+        return
     use = getattr(ui, "use_profile", None)
     if use is not None and row.button("Use the link's profile", key="step_use_link_profile"):
         use(link.profile)

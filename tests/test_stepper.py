@@ -218,3 +218,17 @@ def test_rounds_decoded_ahead_stay_hidden_until_shown(tiny_pair_f32, profile):
     assert ctrl.view == 5
     ctrl.advance(tiny_pair_f32, PROMPT, config(budget=4), profile)         # a new run: the old thread's gone
     assert ctrl.decode_ahead(2).join(timeout=60) is None and len(ctrl.rounds) == 3 and ctrl.view == 1
+
+
+def test_the_ar_baseline_catches_up_off_the_clicks_path(tiny_pair_f32, profile):
+    from taps.studio.stepper import AR_NOW
+
+    ctrl = StepController()
+    ctrl.advance(tiny_pair_f32, PROMPT, config(max_new_tokens=24), profile, rounds=None)
+    tokens = len(ctrl.session.generated)
+    assert tokens > AR_NOW
+    assert ctrl.numbers(profile).speed.measured is not None
+    assert len(ctrl.baseline.session.rounds) == AR_NOW                      # only a few AR steps on the way
+    ctrl.catch_up_later(delay_s=0.0).join(timeout=60)
+    assert len(ctrl.baseline.session.generated) == tokens
+    assert ctrl.catch_up_later() is None                                  # nothing left to decode

@@ -14,12 +14,15 @@ page's buttons do and what its counters show. Plain Python (no streamlit), teste
 - `open_at` replays a run up to a round (Failure cases opens its cases this way); replays give the
   same rounds, because decisions read only the saved profile.
 - `numbers` are the counters for the rounds up to the one on view: tokens, tau, waste, stage
-  shares, the modelled speed-up under a named profile and the measured one with its spread.
+  shares, the modelled speed-up under a named profile and the measured one with its spread. The
+  AR baseline it divides by is decoded a few steps at once and the rest in the background after
+  the page has drawn (`catch_up_later`), off a Step click's path.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable
 
@@ -32,6 +35,7 @@ from .app_state import ArBaseline, SavedRun, check_profile, load_run, metrics_cs
 from .lesson import round_text
 from .speed import StepSpeed, step_speed
 
+AR_NOW = 8                     # AR steps decoded on a click's path at most (the rest: catch_up_later)
 STOP_WORDS = {"end of text": "the target accepted the end-of-text token",
               "max new tokens": "it reached Max new tokens",
               "context length": "the model's context is full"}
@@ -67,6 +71,7 @@ class StepController:
         self.view = 0                  # the round on view, numbered from 1 (0: none yet)
         self.revealed = 0              # the last round shown so far; rounds after it were decoded ahead
         self._ahead: threading.Thread | None = None
+        self._ar_thread: threading.Thread | None = None
         # bumped whenever the code (not the page's round slider) moves the view, so the page can
         # key its slider by it: a new slider starts at the new round, and a browser still holding
         # the old slider's value cannot pull the view back to an older round
@@ -289,12 +294,45 @@ class StepController:
         """Counters over the rounds up to the one on view."""
         rounds = self.visible[: max(self.view, 0)]
         summary = summarize(rounds)
-        ar_rounds = self.baseline.rounds(summary.new_tokens) if self.live and self.baseline and rounds else []
+        ar_rounds = self._ar_rounds(summary.new_tokens) if self.live and self.baseline and rounds else []
         last = rounds[-1] if rounds else None
         return StepNumbers(rounds=summary.rounds, tokens=summary.new_tokens, tau_round=last.tau if last else 0,
                            tau_mean=summary.tau, verified_round=last.verified_nodes if last else 0,
                            waste_share=summary.waste_share, stage_shares=summary.stage_shares,
                            speed=step_speed(rounds, ar_rounds, model_profile))
+
+    def _ar_rounds(self, tokens: int) -> list[Round]:
+        """The AR steps for the first `tokens` tokens, as far as decoded: at least AR_NOW of them at
+        once (the median AR step the measured speed-up divides by settles within a few), the rest
+        by `catch_up_later` once the page has drawn, off the click's path."""
+        decoded = self.baseline.session.rounds
+        if len(decoded) < min(tokens, AR_NOW):
+            self.baseline.catch_up(min(tokens, AR_NOW))
+        return decoded[:max(tokens, 1)]
+
+    def catch_up_later(self, delay_s: float = 0.3) -> threading.Thread | None:
+        """Decode the AR baseline up to the live run's tokens in a background thread, after
+        `delay_s` (the browser draws the page meanwhile, so its steps are not timed against it),
+        taking the lock for each step."""
+        session, baseline = self.session, self.baseline
+        if not self.live or baseline is None or baseline.session.finished or \
+                len(baseline.session.generated) >= len(session.generated):
+            return None
+        if self._ar_thread is not None and self._ar_thread.is_alive():
+            return self._ar_thread
+
+        def work() -> None:
+            time.sleep(delay_s)
+            while True:
+                with self.lock:
+                    if self.baseline is not baseline or baseline.session.finished or \
+                            len(baseline.session.generated) >= len(session.generated):
+                        return
+                    baseline.session.step()
+
+        self._ar_thread = threading.Thread(target=work, name="taps-ar-catch-up", daemon=True)
+        self._ar_thread.start()
+        return self._ar_thread
 
     def spans(self) -> list[dict]:
         """The generated text, one piece per round, for the clickable text."""

@@ -326,9 +326,11 @@ def write_link() -> None:
 def remembered(key: str, default) -> None:
     """A widget's value kept apart from the widget, put back into it before it is drawn: a widget a
     run does not draw (its tab closed) loses its state, and must not show another value than the
-    one the figure uses when it comes back."""
-    value = state.setdefault(f"{key}__value", state.get(key, default))
-    state[key] = value
+    one the figure uses when it comes back. While the widget was drawn, its own value (the
+    browser's latest) is the one kept."""
+    if state.get("step_tree_widgets_drawn") and key in state:
+        state[f"{key}__value"] = state[key]
+    state[key] = state.setdefault(f"{key}__value", state.get(key, default))
 
 
 def remember(key: str) -> None:
@@ -342,6 +344,7 @@ def views(record) -> None:
     ui.keep("step_compare_budget")
     run_config = ctrl.config
     shown_prompt = ctrl.prompt_text
+    state["step_tree_widgets_drawn"] = tabs[0].open is not False and not on_stage
     with tabs[0]:
         if tabs[0].open is not False:
             if not on_stage:

@@ -181,7 +181,7 @@ def test_tree_widgets_keep_their_values_and_a_finished_run_says_why(server, brow
     pool = page.locator('input[aria-label="Pool nodes drawn at most"]')
     pool.fill("40")
     pool.press("Enter")
-    idle(page)
+    settled(page)
     page.get_by_role("tab", name="All rounds").click()
     idle(page)
     page.get_by_role("button", name="Step", exact=True).click()

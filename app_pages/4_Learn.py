@@ -28,7 +28,8 @@ from taps.studio.toy import (
 
 state = st.session_state
 FIRST = next(iter(PRESETS))
-LEARN_CHROME_PX = 230        # presenter mode: the top bar, the knobs and numbers row and the tabs above the tree
+LEARN_CHROME_PX = 265        # presenter mode: the top bar, the knobs and numbers row and the tabs above the tree
+THIS_PAGE = "app_pages/4_Learn.py"
 PAGE_NAMES = {"Step_through": "Step through", "Race_and_sweep": "Race and sweep", "Learn": "Learn"}
 ui.keep("learn_preset", "learn_marginals", "learn_factor", "learn_budget", "learn_reject")
 on_stage = ui.presenter()
@@ -192,8 +193,13 @@ def challenge_cards() -> None:
                         st.markdown(item.hint)
                     with st.popover("Answer"):
                         st.markdown(item.answer)
-                    st.page_link(item.page_file, label=f"Open in {PAGE_NAMES[item.page]}",
-                                 icon=":material/open_in_new:", query_params=item.params)
+                    label = f"Open in {PAGE_NAMES[item.page]}"
+                    if item.page_file == THIS_PAGE:         # a link to the page one is on does not navigate
+                        st.button(label, key=f"learn_card_{item.key}", icon=":material/open_in_new:",
+                                  on_click=st.query_params.from_dict, args=(item.params,))
+                    else:
+                        st.page_link(item.page_file, label=label, icon=":material/open_in_new:",
+                                     query_params=item.params)
 
 
 if on_stage:

@@ -57,7 +57,11 @@ def test_bad_link_values_get_a_message_and_the_defaults():
 
 def test_presenter_mode_and_the_challenge_cards():
     at = open_learn()
-    assert [t.label for t in at.tabs] == [] and len(at.get("page_link")) >= len(CARDS)
+    learn_cards = [c for c in CARDS if c.page == "Learn"]
+    assert [t.label for t in at.tabs] == [] and len(at.get("page_link")) >= len(CARDS) - len(learn_cards)
+    at.button(key=f"learn_card_{learn_cards[-1].key}").click().run()       # a card for this page: applied here
+    assert at.query_params == learn_cards[-1].params and not at.exception
+    assert at.selectbox(key="learn_reject").format_func(at.selectbox(key="learn_reject").value) == "depth 1: while"
     at.session_state["presenter"] = True
     at.run()
     assert [t.label for t in at.tabs] == ["Toy tree", "Expected tokens", "Rankings", "Challenges"]

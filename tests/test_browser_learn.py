@@ -1,0 +1,55 @@
+"""The Learn page in Chromium at 1280x720: a link reopens its settings and the address follows the
+page; the ranking table's "TAPS picks" column is on screen; presenter mode fits the window; a
+challenge card opens its page with its query string."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from test_browser import browser, server  # noqa: F401
+
+pytestmark = pytest.mark.browser
+SIZE = {"width": 1280, "height": 720}
+
+
+def open_learn(browser, url: str, query: str):  # noqa: F811
+    page = browser.new_page(viewport=SIZE)
+    page.set_default_timeout(90_000)
+    page.goto(f"{url}/Learn{query}")
+    page.locator('[data-testid="stPlotlyChart"] svg.main-svg').first.wait_for()
+    return page
+
+
+def test_learn_link_table_presenter_and_cards(server, browser):  # noqa: F811
+    from playwright.sync_api import expect
+
+    page = open_learn(browser, server, "?preset=Sure+start%2C+shaky+finish&factor=0.45&budget=12&reject=a+dog")
+    expect(page.get_by_text("Expected tokens/round, TAPS")).to_be_visible()
+    expect(page.get_by_text("DDTree nodes made unreachable")).to_be_visible()       # the rejected prefix applied
+    sliders = page.locator('[data-testid="stSlider"]')
+    expect(sliders.nth(0)).to_contain_text("0.45")
+    expect(sliders.nth(1)).to_contain_text("12")
+    assert "preset=Sure+start" in page.url and "reject=a+dog" in page.url
+
+    table = page.locator('[data-testid="stDataFrame"]').first
+    table.scroll_into_view_if_needed()
+    # the grid draws on a canvas: its first three columns have fixed widths (path 120, DDTree picks 102,
+    # TAPS picks 90 px: app_pages/4_Learn.py), so a table at least that wide, inside the window, shows "TAPS picks"
+    frame = table.bounding_box()
+    assert frame["width"] >= 120 + 102 + 90 and frame["x"] + frame["width"] <= SIZE["width"], frame
+    assert table.locator('th[aria-colindex="3"]').inner_text() == "TAPS picks"
+
+    page.get_by_text("Presenter mode").first.click()
+    expect(page.get_by_role("tab", name="Toy tree")).to_be_visible()
+    time.sleep(2)                                       # the figure settles at its presenter size
+    chart = page.locator('[data-testid="stPlotlyChart"]').first.bounding_box()
+    assert chart["y"] + chart["height"] <= SIZE["height"] + 1, chart
+    page.get_by_role("tab", name="Challenges").click()
+    link = page.get_by_role("button", name="Open in Learn").last          # the card that rejects 'while'
+    expect(link).to_be_visible()
+    link.click()
+    expect(page).to_have_url(re.compile(r"/Learn\?preset=Two(\+|%20)good(\+|%20)openings&factor=0\.2&budget=8&reject=while"))
+    expect(page.get_by_text("Rejecting 'while' strands DDTree 3, TAPS 1 nodes")).to_be_visible()
+    page.close()

@@ -91,3 +91,26 @@ def test_html_export_has_a_real_title(shipped_run):
     import plotly.graph_objects as go
 
     assert "<title>TAPS Studio figure</title>" in export.figure_html(go.Figure())
+
+
+@needs_png_export
+def test_a_rounds_stages_make_an_mp4_of_six_stills(shipped_run):
+    import subprocess
+
+    encoder = export.mp4_encoder()
+    assert encoder, "imageio-ffmpeg is pinned in requirements.txt: its ffmpeg should be here"
+    prompt, config, rounds = shipped_run
+    video = export.stages_mp4(rounds[0], prompt, config, frame_s=1.0, timeout_s=LIMIT_S)
+    assert video[4:8] == b"ftyp"
+    probe = subprocess.run([encoder, "-i", "-", "-f", "null", "-"], input=video, capture_output=True)
+    stats = probe.stderr.decode()
+    assert "Video: h264" in stats and "1280x720" in stats
+    duration = stats.split("Duration: ")[1].split(",")[0]               # six stills, one second each
+    hours, minutes, seconds = duration.split(":")
+    assert 5.5 <= float(seconds) + 60 * int(minutes) <= 6.5, duration
+
+
+def test_mp4_without_the_encoder_says_what_to_install(shipped_run, monkeypatch):
+    monkeypatch.setattr(export, "mp4_encoder", lambda: None)
+    with pytest.raises(export.ExportError, match="pip install imageio-ffmpeg"):
+        export.mp4_from_figures([round_tree_figure(shipped_run[2][0])])

@@ -6,7 +6,8 @@ goes through here; standalone HTML needs no browser.
 
 Slides go through the same render: `slide_png` (1920x1080, a 1280x720 layout drawn at 1.5x, so
 type reads from the back of a room), and animated GIFs (Pillow) of a round's six stages
-(`stages_gif`) or of a run's first rounds (`rounds_gif`), one frame per stage or round.
+(`stages_gif`) or of a run's first rounds (`rounds_gif`), one frame per stage or round, and the
+same as MP4 (`stages_mp4`, `mp4_from_figures`) through the ffmpeg the `imageio-ffmpeg` wheel ships.
 
     python -m taps.studio.export png WIDTH HEIGHT SCALE OUT.png ... < figures.json   (what the child runs)
 """
@@ -215,6 +216,49 @@ def gif_from_figures(figs: list, width: int = 1280, height: int = 720, frame_s: 
     return out.getvalue()
 
 
+def mp4_encoder() -> str | None:
+    """The ffmpeg that `imageio-ffmpeg` ships (a PyPI wheel, no system ffmpeg), or None without it."""
+    try:
+        import imageio_ffmpeg
+    except ImportError:
+        return None
+    try:
+        return imageio_ffmpeg.get_ffmpeg_exe()
+    except RuntimeError:
+        return None
+
+
+def mp4_from_figures(figs: list, width: int = 1280, height: int = 720, frame_s: float = 2.0,
+                     timeout_s: float = 120.0) -> bytes:
+    """An H.264 MP4, one still per figure shown `frame_s` seconds, by the ffmpeg of `imageio-ffmpeg`;
+    ExportError when that is not installed, or the render or the encoder fails or overruns."""
+    if not figs:
+        raise ValueError("a video needs at least one figure")
+    if not FRAME_S[0] <= frame_s <= FRAME_S[1]:
+        raise ValueError(f"a frame shows from {FRAME_S[0]:g} to {FRAME_S[1]:g} seconds, got {frame_s!r}")
+    encoder = mp4_encoder()
+    if encoder is None:
+        raise ExportError("MP4 needs the imageio-ffmpeg package (pip install imageio-ffmpeg); the GIF needs "
+                          "nothing more")
+    images = render_images(figs, "png", width, height, 1.0, timeout_s)
+    with tempfile.TemporaryDirectory(prefix="taps-mp4-") as folder:
+        for n, image in enumerate(images):
+            (Path(folder) / f"{n:04d}.png").write_bytes(image)
+        out = Path(folder) / "slides.mp4"
+        command = [encoder, "-loglevel", "error", "-y", "-framerate", f"1/{frame_s:g}", "-i",
+                   str(Path(folder) / "%04d.png"), "-c:v", "libx264", "-r", "25", "-pix_fmt", "yuv420p",
+                   "-movflags", "+faststart", str(out)]
+        try:
+            done = subprocess.run(command, capture_output=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise ExportError(f"the MP4 encoder did not finish within {timeout_s:.0f} s; export the GIF "
+                              "instead") from None
+        if done.returncode != 0 or not out.exists():
+            reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise ExportError(f"the MP4 export failed: {reason[-1] if reason else 'no video came back'}")
+        return out.read_bytes()
+
+
 def stage_figures(record, prompt: str | None = None, config=None, color_by: str = "reach", plot=None) -> list:
     """The round's six stages (draft, pool, estimate, select, verify, commit), one figure each."""
     from ..record import STAGES
@@ -230,6 +274,14 @@ def stages_gif(record, prompt: str | None = None, config=None, color_by: str = "
     plot = slide_plot()
     return gif_from_figures(stage_figures(record, prompt, config, color_by, plot), plot.width, plot.height, frame_s,
                             timeout_s=timeout_s)
+
+
+def stages_mp4(record, prompt: str | None = None, config=None, color_by: str = "reach", frame_s: float = 2.0,
+               timeout_s: float = 120.0) -> bytes:
+    """`stages_gif` as an MP4 (where `mp4_encoder()` finds an encoder)."""
+    plot = slide_plot()
+    return mp4_from_figures(stage_figures(record, prompt, config, color_by, plot), plot.width, plot.height, frame_s,
+                            timeout_s)
 
 
 def rounds_gif(rounds: list, count: int = 10, prompt: str | None = None, config=None, color_by: str = "reach",

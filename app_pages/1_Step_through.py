@@ -208,10 +208,10 @@ def act(name: str) -> str:
     return ""
 
 
-def lecture_row(message) -> bool:
-    """Back, Forward, Play and the speed; keys and autoplay's clock. Returns whether moves were made."""
+def lecture_row(message, row) -> bool:
+    """Back, Forward, Play and (not in presenter mode, where the row must stay one line) the speed
+    and Copy link, in the buttons' row; keys and autoplay's clock. Returns whether moves were made."""
     actions = state.setdefault("step_actions", Actions())
-    row = st.container(horizontal=True, vertical_alignment="center", gap="small", key="step_lecture")
     if ui.action_button(row, "◀ Back", key="step_btn_back", width="content", help="Previous round (←)"):
         actions.add("prev")
     if ui.action_button(row, "Forward ▶", key="step_btn_forward", width="content",
@@ -239,12 +239,15 @@ def lecture_row(message) -> bool:
                help="Autoplay (space): rounds, or in Stage by stage the stages of each round; any click pauses")
     state.setdefault("step_play_speed", 1.0)
     ui.keep("step_play_speed", "step_default_stage")
-    row.select_slider("Seconds a step", [0.5, 1.0, 1.5, 2.0, 2.5, 3.0], key="step_play_speed", width=200,
-                      format_func=lambda v: f"{v:g} s", label_visibility="collapsed", help="Autoplay's pace")
-    with row:
-        app_widgets.copy_link("step_copy_link")
+    if not on_stage:
+        row.select_slider("Seconds a step", [0.5, 1.0, 1.5, 2.0, 2.5, 3.0], key="step_play_speed", width=150,
+                          format_func=lambda v: f"{v:g} s", help="Autoplay's pace: seconds a round (or a stage)")
+        with row:
+            app_widgets.copy_link("step_copy_link")
     position = f"{state.get('step_moves', 0)}:{ctrl.view}:{state.get('step_stage', 0)}:{state.get('step_tab')}"
-    reduced = app_widgets.lecture_keys("step_keys", playing, float(state["step_play_speed"]), position, actions.add)
+    with row:
+        reduced = app_widgets.lecture_keys("step_keys", playing, float(state["step_play_speed"]), position,
+                                           actions.add)
     if reduced and not on_stage:
         st.caption("Your browser asks for reduced motion: nothing plays by itself until you press **▶ Play** "
                    "(or space).")
@@ -257,9 +260,9 @@ def run_panel_locked() -> None:
     do_ten = ui.action_button(row, "Run 10", key="step_btn_run10", width="content")
     do_end = ui.action_button(row, "Run to end", key="step_btn_run_end", width="content")
     do_reset = ui.action_button(row, "Reset", key="step_btn_reset", width="content")
-    slot = row.empty()
     message = st.empty()
-    lecture_row(message)
+    lecture_row(message, row)
+    slot = row.empty()
     if do_step or do_ten or do_end or do_reset:
         state["step_playing"] = False
         if problem:

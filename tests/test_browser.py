@@ -130,11 +130,18 @@ COUNT_STEP_CLICKS = """document.addEventListener('click', event => {
 }, true);"""
 
 
+# a prompt the tiny random pair continues for dozens of rounds without drawing end-of-text (the
+# first example ends at round 2 on it); Step through opens on it through its link
+LONG_RUN = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    if n < 2:\n        return n\n '
+
+
 def open_step(browser, url: str, size: tuple[int, int], accept_downloads: bool = False):
+    from urllib.parse import quote
+
     page = browser.new_page(viewport={"width": size[0], "height": size[1]}, accept_downloads=accept_downloads)
     page.set_default_timeout(90_000)
     page.add_init_script(COUNT_STEP_CLICKS)
-    page.goto(f"{url}/Step_through")
+    page.goto(f"{url}/Step_through?prompt={quote(LONG_RUN)}")
     page.get_by_role("button", name="Step", exact=True).wait_for()
     return page
 

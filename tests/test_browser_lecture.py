@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
-from test_browser import ROOT, browser, idle, metric, server, settled, streamlit_server, tree_chart  # noqa: F401
+from test_browser import LONG_RUN, ROOT, browser, idle, metric, server, settled, streamlit_server, tree_chart  # noqa: F401
 
 from taps.policies import TAPS
 
@@ -25,8 +25,6 @@ pytestmark = pytest.mark.browser
 SIZE = (1280, 720)
 SHIPPED = ROOT / "assets" / "models" / "taps-code-10m"
 SHIPPED_PROFILE = ROOT / "assets" / "profiles" / "reference-cpu-taps-code-10m.json"
-# a prompt the tiny random pair continues for dozens of rounds without drawing end-of-text
-LONG_RUN = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    if n < 2:\n        return n\n '
 
 
 def title(page):

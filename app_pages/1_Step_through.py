@@ -113,7 +113,9 @@ def counters(record, numbers) -> None:
     cols[4].metric("Waste this round", f"{100 * waste_round:.0f}%", delta=f"run {100 * numbers.waste_share:.0f}%",
                    delta_color="off", delta_arrow="off",
                    help="Verified nodes under a rejected prefix, this round; below, over the run so far")
-    cols[5].metric(f"Modelled speed-up ({where})", "—" if modelled is None else f"{modelled['speedup']:.2f}×",
+    # in presenter mode the shorter label keeps the row one line high (the tree gets the rest)
+    cols[5].metric(f"Modelled ({where})" if on_stage else f"Modelled speed-up ({where})",
+                   "—" if modelled is None else f"{modelled['speedup']:.2f}×",
                    help="Deterministic: τ × AR step ÷ round time, read from " + profile_name(model))
     cols[6].metric("Measured speed-up", "—" if measured is None else f"{measured.median:.2f}×",
                    delta=None if measured is None or measured.count < 2 else

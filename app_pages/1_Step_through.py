@@ -11,7 +11,7 @@ from app_pages import lecture
 from app_pages import widgets as app_widgets
 from taps.config import MAX_BUDGET, check_value
 from taps.record import STAGES
-from taps.studio import figures
+from taps.studio import export, figures
 from taps.studio.app_state import profile_needed, rounds_table
 from taps.studio.export import ExportError
 from taps.studio.lesson import STAGE_TITLES, prompt_excerpt, run_uses_profile
@@ -441,6 +441,44 @@ def exports(record, shown_prompt: str, run_config: dict) -> None:
                             mime="application/json", key="step_dl_json", on_click="ignore")
     cols[4].download_button("Metrics as CSV", data=ctrl.metrics_file(), file_name="taps-rounds.csv",
                             mime="text/csv", key="step_dl_csv", on_click="ignore")
+    slides(record, tree, shown_prompt, run_config, stem)
+
+
+SLIDES = {  # key: (button, file suffix, mime, what it renders)
+    "slide": ("Slide PNG 1920×1080", "slide.png", "image/png",
+              lambda record, tree, prompt, config: export.slide_png(figures.export_title(
+                  figures.round_tree_figure(record, state["step_color_by"], int(state["step_pool_shown"]),
+                                            export.slide_plot(), prompt, config), prompt, record))),
+    "stages_gif": ("Stages as GIF", "stages.gif", "image/gif",
+                   lambda record, tree, prompt, config: export.stages_gif(record, prompt, config)),
+    "rounds_gif": ("First rounds as GIF", "rounds.gif", "image/gif",
+                   lambda record, tree, prompt, config: export.rounds_gif(ctrl.rounds, min(len(ctrl.rounds), 10),
+                                                                          prompt, config)),
+    "stages_mp4": ("Stages as MP4", "stages.mp4", "video/mp4",
+                   lambda record, tree, prompt, config: export.stages_mp4(record, prompt, config)),
+}
+
+
+def slides(record, tree, shown_prompt: str, run_config: dict, stem: str) -> None:
+    """For slides: the tree at 1920x1080, and animations of this round's six stages and of the run's
+    first rounds (one frame each), all through the time-limited export."""
+    st.caption("For slides: type sized for 1920×1080; a GIF or MP4 holds one frame per stage (or per round, the "
+               "first ten).")
+    kinds = [k for k in SLIDES if k != "stages_mp4" or export.mp4_encoder() is not None]
+    cols = st.columns(len(kinds))
+    for col, kind in zip(cols, kinds):
+        label, suffix, mime, make = SLIDES[kind]
+        if col.button(label, key=f"step_make_{kind}"):
+            with st.spinner(f"Rendering {label.lower()} (at most a few minutes)…"):
+                try:
+                    state[f"step_{kind}_file"] = (stem, make(record, tree, shown_prompt, run_config))
+                except (ExportError, ValueError) as exc:
+                    state.pop(f"step_{kind}_file", None)
+                    st.error(f"No {label.lower()}: {exc}")
+        made = state.get(f"step_{kind}_file")
+        if made is not None and made[0] == stem:
+            col.download_button(f"Download {suffix.split('.')[-1].upper()}", data=made[1],
+                                file_name=f"{stem}-{suffix}", mime=mime, key=f"step_dl_{kind}", on_click="ignore")
 
 
 run_panel()

@@ -46,7 +46,7 @@ header[data-testid="stHeader"] { display: none !important; }
 </style>
 """
 SIDEBAR_PX = 300                  # what the sidebar and the page's padding take from the window's width
-PRESENTER_CHROME_PX = 300         # presenter mode: window height minus the tree figure's (buttons, counters, tabs)
+PRESENTER_CHROME_PX = 316         # presenter mode: window height minus the tree figure's (buttons, counters, tabs)
 NORMAL_CHROME_PX = 110            # otherwise: the tree fits one screen once scrolled to
 
 
@@ -512,7 +512,12 @@ def prompt_picker(prefix: str, height: int, caption: str | None = None) -> str:
     with right:
         st.selectbox("Example prompt", [OWN_PROMPT] + [e["title"] for e in items], key=example_key,
                      on_change=use_example)
-        if caption:
+        chosen = next((e for e in items if e["title"] == state[example_key] and e["prompt"] == state[prompt_key]),
+                      None)
+        if chosen is not None and chosen.get("look_for"):
+            where = f" (round {chosen['round']})" if chosen.get("round") else ""
+            st.caption(f"**Look for{where}:** {chosen['look_for']}")
+        elif caption:
             st.caption(caption)
     with left:
         return st.text_area("Prompt", key=prompt_key, height=height)
@@ -524,7 +529,8 @@ def frame(pages: list) -> st.navigation:
     the page to run."""
     state = st.session_state
     restore_kept()
-    state.setdefault("presenter", False)
+    if "presenter" not in state:             # a link's presenter=1 opens the lecture in presenter mode
+        state["presenter"] = st.query_params.get("presenter") == "1"
     state.setdefault("label_size", "M")
     keep("presenter", "label_size")
     on_stage = presenter()

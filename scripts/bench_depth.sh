@@ -46,7 +46,7 @@ sweep=(--selectors ar,dflash,ddtree,taps --estimators learned --ddtree-mode budg
 for p in "${order[@]}"; do
     "$PYTHON" -m taps.bench --suite humaneval --limit 32 --budgets 16,32 --max-new-tokens 128 --ignore-eos \
         --pair "${pairs[$p]}" "${sweep[@]}" --out "$OUT/humaneval-$p" > "$OUT/humaneval-$p.log" 2>&1
-    "$PYTHON" -m taps.bench --suite examples --budgets 8,16,32 --max-new-tokens 64 \
+    "$PYTHON" -m taps.bench --suite examples-v1 --budgets 8,16,32 --max-new-tokens 64 \
         --pair "${pairs[$p]}" "${sweep[@]}" --out "$OUT/examples-$p" > "$OUT/examples-$p.log" 2>&1
     OMP_NUM_THREADS=1 "$PYTHON" -m taps.bench --suite humaneval --limit 8 --max-new-tokens 128 --ignore-eos \
         --pair "${pairs[$p]}" --selectors ar --out "$OUT/ar1-$p" > "$OUT/ar1-$p.log" 2>&1

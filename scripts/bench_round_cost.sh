@@ -16,7 +16,7 @@ AFTER=${AFTER:-results}
 PYTHON=${PYTHON:-python}
 [ -d "$BEFORE" ] || git worktree add "$BEFORE" "$REV"
 mkdir -p "$OUT"
-examples=(--suite examples --selectors ar,dflash,ddtree,taps,oracle --budgets 8,16,32 --max-new-tokens 64)
+examples=(--suite examples-v1 --selectors ar,dflash,ddtree,taps,oracle --budgets 8,16,32 --max-new-tokens 64)
 humaneval=(--suite humaneval --limit 32 --selectors ar,dflash,ddtree,taps,oracle --budgets 8,16,32,64
            --max-new-tokens 128 --ignore-eos)
 export TAPS_CACHE="$ROOT/$OUT/cache"

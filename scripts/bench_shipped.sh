@@ -22,7 +22,7 @@ PYTHON=${PYTHON:-python}
 pair=(); [ -n "${PAIR:-}" ] && pair=(--pair "$PAIR")
 tag=${TAG:-cpu}
 humaneval=(--suite humaneval --limit 32 --budgets 8,16,32,64 --max-new-tokens 128 --ignore-eos "${pair[@]}")
-examples=(--suite examples --budgets 8,16,32 --max-new-tokens 64 "${pair[@]}")
+examples=(--suite examples-v1 --budgets 8,16,32 --max-new-tokens 64 "${pair[@]}")
 everything=(--selectors ar,dflash,ddtree,taps,oracle --estimators marginal,online,learned --ddtree-mode budget,cost
             --taps-mode cost,reach)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from taps.studio.failures import checked_summary, source_phrase
@@ -14,22 +13,8 @@ from taps.studio.failures import checked_summary, source_phrase
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module", autouse=True)
-def tiny_app(tiny_pair_dir):
-    """The app on the tiny pair with this machine's profile saved (a fixed one), as tests/test_app.py runs it."""
-    from conftest import fixed_profile
-
-    from taps.eval.measure import forget_profiles
-    from taps.profiles import profile_path
-    from taps.studio.app_state import load_pair_from_source
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TAPS_PAIR", str(tiny_pair_dir))
-        pair = load_pair_from_source(str(tiny_pair_dir), "auto")
-        fixed_profile(pair).save(profile_path(pair))
-        yield
-        profile_path(pair).unlink(missing_ok=True)
-        forget_profiles()
+# the app on the tiny pair with this machine's profile saved (a fixed one), as tests/test_app.py runs it
+from test_app import tiny_pair_env  # noqa: E402,F401
 
 
 def search(presenter: bool) -> AppTest:

@@ -49,7 +49,7 @@ with right:
     rejected, budget = 2, 8
     below = set(descendants(toy, rejected))
     lost = [len(below & set(choose(score, budget).tolist())) for score in (toy.path_marginal, toy.reach)]
-    height = ui.tree_plot(reserve=-150).height if on_stage else None     # the window less the bar and title
+    height = ui.tree_plot(reserve=-130).height if on_stage else None     # the window less the bar and title
     ui.chart(figures.toy_tree_figure(toy, budget=budget, rejected=rejected, height=height), "home_toy_chart",
              config={"displayModeBar": False})
     st.caption(f"A toy tree with a budget of {budget} nodes. Suppose the target rejects '{toy.labels[rejected]}': "

@@ -5,7 +5,8 @@ tree, in Chromium at 1280x720, median over a number of clicks.
 
 Starts `streamlit run app.py` (the shipped pair unless --pair) on a free loopback port. Times are
 taken in the page: from the click event to the first animation frame that shows the new token
-count (and the new round in the tree's title). The machine's load average is printed alongside.
+count, the new round in the tree's title, and then the page's script state back to not running (Streamlit's
+running indicator gone). The machine's load average is printed alongside.
 """
 
 from __future__ import annotations
@@ -28,14 +29,19 @@ ARM = """() => {
     const t = document.querySelector('[data-testid="stPlotlyChart"] .gtitle');
     return t ? t.textContent : null;
   };
+  const running = () => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    return !app || app.getAttribute('data-test-script-state') === 'running';
+  };
   const before = tokens(), heading = title();
   window.__step = new Promise(resolve => document.addEventListener('click', () => {
     const t0 = performance.now();
-    let counters = null, tree = null;
+    let counters = null, tree = null, idle = null;
     const poll = () => {
       if (counters === null && tokens() !== before) counters = performance.now() - t0;
       if (tree === null && title() !== heading) tree = performance.now() - t0;
-      if ((counters !== null && tree !== null) || performance.now() - t0 > 30000) resolve([counters, tree]);
+      if (tree !== null && idle === null && !running()) idle = performance.now() - t0;
+      if ((counters !== null && idle !== null) || performance.now() - t0 > 30000) resolve([counters, tree, idle]);
       else requestAnimationFrame(poll);
     };
     requestAnimationFrame(poll);
@@ -43,7 +49,7 @@ ARM = """() => {
 }"""
 
 
-def measure(url: str, clicks: int, presenter: bool) -> tuple[list[float], list[float]]:
+def measure(url: str, clicks: int, presenter: bool) -> tuple[list[float], list[float], list[float]]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -60,19 +66,20 @@ def measure(url: str, clicks: int, presenter: bool) -> tuple[list[float], list[f
         if presenter:
             page.locator('label:has-text("Presenter mode")').first.click()
             page.wait_for_timeout(3000)
-        counters, trees = [], []
+        counters, trees, idles = [], [], []
         for n in range(clicks + 1):
             page.evaluate(ARM)
             step.click()
-            counter, tree = page.evaluate("() => window.__step")
+            counter, tree, idle = page.evaluate("() => window.__step")
             if n:                                 # the first click starts the run: reported apart
                 counters.append(counter)
                 trees.append(tree)
+                idles.append(idle)
             else:
                 print(f"first click (starts the run): counters {counter:.0f} ms, tree {tree:.0f} ms")
             page.wait_for_timeout(600)
         browser.close()
-    return counters, trees
+    return counters, trees, idles
 
 
 def main() -> None:
@@ -83,7 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     process, url = start(args.pair)
     try:
-        counters, trees = measure(url, args.clicks, args.presenter)
+        counters, trees, idles = measure(url, args.clicks, args.presenter)
     finally:
         process.terminate()
         process.wait(timeout=15)
@@ -93,6 +100,8 @@ def main() -> None:
           f"(min {min(counters):.0f}, max {max(counters):.0f})")
     print(f"click to redrawn tree:     median {statistics.median(trees):.0f} ms "
           f"(min {min(trees):.0f}, max {max(trees):.0f})")
+    print(f"click to redrawn tree and Streamlit's running indicator gone: median {statistics.median(idles):.0f} ms "
+          f"(min {min(idles):.0f}, max {max(idles):.0f})")
 
 
 if __name__ == "__main__":

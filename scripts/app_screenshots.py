@@ -4,7 +4,7 @@
 
 Starts `streamlit run app.py` on a free loopback port (the shipped pair unless --pair), drives it
 with Playwright through Debian's Chromium, and writes one PNG per view. Measures this machine's
-latency profile through the sidebar first when none is saved.
+the runs use the shipped reference profile when this machine has none of its own.
 """
 
 from __future__ import annotations
@@ -74,50 +74,54 @@ def shoot(url: str, out: Path) -> None:
 
         page.goto(url)
         page.get_by_text("The loaded model pair").wait_for()
-        measure = page.get_by_role("button", name="Measure latency profile", exact=True)
-        if measure.count():
-            measure.click()
-            page.get_by_text("Measured and saved").wait_for()
         page.wait_for_timeout(1500)
         page.screenshot(path=str(out / "home.png"))
 
-        page.goto(f"{url}/Step_through")
-        step = page.get_by_role("button", name="Step", exact=True)
-        step.wait_for()
-        for _ in range(4):
-            before = page.locator('[data-testid="stMetricValue"]').first.text_content() \
-                if page.locator('[data-testid="stMetricValue"]').count() else None
-            step.click()
-            if before is not None:
-                expect(page.locator('[data-testid="stMetricValue"]').first).not_to_have_text(before)
-            page.wait_for_timeout(1200)
+        # Step through through its replay link: the run, round and view come from the address
+        page.goto(f"{url}/Step_through?example=fib&round=4&view=tree")
+        page.get_by_role("button", name="Step", exact=True).wait_for()
+        settled(page)
+        page.wait_for_timeout(2000)
         scroll_to(page, page.locator('[data-testid="stPlotlyChart"]'))
         page.screenshot(path=str(out / "step-through.png"))
-        page.locator('label:has-text("Presenter mode")').first.click()
-        page.wait_for_timeout(3000)
-        page.evaluate("() => document.querySelectorAll('*').forEach(el => { if (el.scrollTop) el.scrollTop = 0; })")
-        page.wait_for_timeout(500)
+        page.goto(f"{url}/Step_through?example=fib&round=4&view=tree&presenter=1")
+        page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
+        settled(page)
+        page.wait_for_timeout(2500)
         page.screenshot(path=str(out / "step-through-presenter.png"))
-        page.get_by_role("tab", name="Stage by stage").click()
-        page.wait_for_timeout(1500)
-        for _ in range(3):
-            page.get_by_role("button", name="Next stage ▶").click()
-            page.wait_for_timeout(1200)
+        page.goto(f"{url}/Step_through?example=fib&round=4&view=select&presenter=1")
+        page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
+        settled(page)
+        page.wait_for_timeout(2500)
         page.screenshot(path=str(out / "stage-by-stage.png"))
-        page.get_by_role("tab", name="Marginal vs path").click()
+        page.goto(f"{url}/Step_through?example=fib&round=4&view=compare&presenter=1")
+        page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
+        settled(page)
         page.wait_for_timeout(2500)
         page.screenshot(path=str(out / "marginal-vs-path.png"))
-        page.locator('label:has-text("Presenter mode")').first.click()
-        page.wait_for_timeout(2500)
 
-        page.goto(f"{url}/Race_and_sweep")
+        # what-if hardware: the sidebar's roofline estimate (H200, a Qwen3-8B-shaped target)
+        page.goto(f"{url}/Step_through?example=fib&round=4&view=tree")
+        page.get_by_role("button", name="Step", exact=True).wait_for()
+        settled(page)
+        page.get_by_text("roofline estimate (what-if hardware)").click()
+        page.get_by_text("Roofline estimate", exact=False).first.wait_for()
+        settled(page)
+        page.wait_for_timeout(2000)
+        page.get_by_text("Roofline estimate", exact=False).first.scroll_into_view_if_needed()
+        page.screenshot(path=str(out / "roofline-what-if.png"))
+
+        # the race: four lanes on the modelled clock, played to the end
+        page.goto(f"{url}/Race_and_sweep?example=fib&budget=32&presenter=1")
         race = page.get_by_role("button", name="Race", exact=True)
         race.wait_for()
         settled(page)
         race.click()
-        page.get_by_text("measured speed-up over AR").first.wait_for()
-        page.wait_for_timeout(2000)
-        scroll_to(page, page.locator('[data-testid="stPlotlyChart"]'))
+        page.get_by_role("button", name="End").wait_for()
+        settled(page)
+        page.get_by_role("button", name="End").click()
+        page.wait_for_timeout(3000)
+        settled(page)
         page.screenshot(path=str(out / "race-and-sweep.png"))
 
         page.goto(f"{url}/Failure_cases")

@@ -336,7 +336,11 @@ def test_text_opens_its_round_and_the_lesson_walks_the_stages(server, browser, t
     page.get_by_role("button", name="◀ Previous stage").click()
     expect(lesson.locator(".gtitle")).to_contain_text("5 of 6: Verify")
 
+    page.set_viewport_size({"width": 1280, "height": 720})      # a projector: the export buttons must fit
     page.get_by_role("tab", name="Export").click()
+    page.get_by_role("button", name="Make a PNG").wait_for()
+    idle(page)
+    assert page.evaluate(TRUNCATED) == []              # every export button's label whole at 1280 px
     page.get_by_role("button", name="Make a PNG").click()
     with page.expect_download(timeout=120_000) as download:
         page.get_by_role("button", name="Download PNG").click()

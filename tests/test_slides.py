@@ -58,6 +58,7 @@ def test_a_rounds_stages_make_a_gif_one_frame_per_stage(shipped_run):
     assert image.info["duration"] == 1500
 
 
+@pytest.mark.slow          # a render of its own (the default suite keeps the stages GIF)
 @needs_png_export
 def test_a_runs_rounds_make_a_gif_and_a_slide_is_1920_by_1080(shipped_run):
     prompt, config, rounds = shipped_run
@@ -93,6 +94,7 @@ def test_html_export_has_a_real_title(shipped_run):
     assert "<title>TAPS Studio figure</title>" in export.figure_html(go.Figure())
 
 
+@pytest.mark.slow          # a render of its own (the default suite keeps the stages GIF)
 @needs_png_export
 def test_a_rounds_stages_make_an_mp4_of_six_stills(shipped_run):
     import subprocess

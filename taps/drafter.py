@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +65,57 @@ def drafter_config(target_config, num_layers: int = 2, block_size: int = 16, mas
         dflash_config={"target_layer_ids": ids, "mask_token_id": mask_token_id},
         architectures=["DFlashDraftModel"],
     )
+
+
+def dflash_setting(config, key: str):
+    """A DFlash setting read from `dflash_config` or, in the other published layout, from the
+    config's top level; None when neither has it, a ValueError when the two disagree."""
+    nested = getattr(config, "dflash_config", None)
+    if nested is not None and not isinstance(nested, dict):
+        raise ValueError(f"the drafter config's dflash_config is {type(nested).__name__}, not an object of settings")
+    inner, outer = (nested or {}).get(key), getattr(config, key, None)
+    if inner is not None and outer is not None and inner != outer:
+        raise ValueError(f"the drafter config gives two {key}: dflash_config.{key} = {inner} and {key} = {outer} "
+                         f"at the top level; keep the one the drafter was trained with")
+    return inner if inner is not None else outer
+
+
+def read_target_layer_ids(config) -> tuple[list[int], str]:
+    """The target layers the drafter reads and where they came from: "dflash_config", "top level",
+    or "default" -- a config that names them nowhere gets the evenly spaced layers of the published
+    rule (`default_target_layer_ids`), with a warning, since a drafter trained on other layers
+    would load (its `fc` still fits) and draft garbage."""
+    ids = dflash_setting(config, "target_layer_ids")
+    if ids is not None:
+        source = "dflash_config" if (getattr(config, "dflash_config", None) or {}).get("target_layer_ids") is not None \
+            else "top level"
+        if not isinstance(ids, (list, tuple)) or not ids or not all(isinstance(i, int) for i in ids):
+            raise ValueError(f"the drafter config's target_layer_ids must be a list of layer numbers, not {ids!r}")
+        return [int(i) for i in ids], source
+    n_target = getattr(config, "num_target_layers", None)
+    if n_target is None:
+        raise ValueError("the drafter config names neither target_layer_ids (in dflash_config or at the top level) "
+                         "nor num_target_layers: it is not a DFlash drafter config")
+    ids = default_target_layer_ids(int(n_target), config.num_hidden_layers)
+    warnings.warn(f"the drafter config names no target_layer_ids (neither in dflash_config nor at the top level): "
+                  f"reading the evenly spaced target layers {ids} of a {n_target}-layer target; if the drafter was "
+                  f"trained on other layers its drafts will be poor -- add dflash_config.target_layer_ids",
+                  stacklevel=3)
+    return ids, "default"
+
+
+def check_full_attention(config) -> None:
+    """A ValueError for a drafter whose layers use sliding-window attention (`layer_types`, which
+    transformers derives from use_sliding_window / sliding_window / max_window_layers when a config
+    does not list them): this engine's drafter (`DFlashDrafter` and its fused copy) attends to the
+    whole context, so such a drafter would run with attention it was not trained with."""
+    types = list(getattr(config, "layer_types", None) or [])[:config.num_hidden_layers]
+    other = [i for i, kind in enumerate(types) if kind != "full_attention"]
+    if other:
+        raise ValueError(f"the drafter's layers {other} use {types[other[0]]} (window "
+                         f"{getattr(config, 'sliding_window', None)}), but this engine's drafter runs full "
+                         f"attention only: use a drafter trained with full attention in every layer "
+                         f"(layer_types all \"full_attention\")")
 
 
 def _apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -133,11 +185,10 @@ class DFlashDrafter(nn.Module):
     def __init__(self, config: Qwen3Config):
         super().__init__()
         self.config = config
-        dflash = getattr(config, "dflash_config", None) or {}
-        self.target_layer_ids: list[int] = list(
-            dflash.get("target_layer_ids")
-            or default_target_layer_ids(config.num_target_layers, config.num_hidden_layers))
-        self.mask_token_id: int | None = dflash.get("mask_token_id")
+        check_full_attention(config)
+        self.target_layer_ids, self.layer_ids_source = read_target_layer_ids(config)
+        mask = dflash_setting(config, "mask_token_id")
+        self.mask_token_id: int | None = None if mask is None else int(mask)
         self.block_size: int = int(config.block_size)
         self.layers = nn.ModuleList([DraftLayer(config) for _ in range(config.num_hidden_layers)])
         self.norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
@@ -220,14 +271,18 @@ class DFlashDrafter(nn.Module):
     @classmethod
     def from_pretrained(cls, path_or_id: str | os.PathLike, dtype: torch.dtype = torch.float32,
                         device: str | torch.device = "cpu") -> "DFlashDrafter":
-        """Load from a local folder or a hub id; every weight must match a module name exactly."""
+        """Load from a local folder or a hub id; every weight must match a module name and shape
+        exactly. Anything wrong with the files is a ValueError or OSError that says what."""
         folder = resolve_folder(path_or_id, allow_patterns=["*.json", "*.safetensors"])
+        if not (folder / CONFIG_NAME).is_file():
+            raise FileNotFoundError(f"no {CONFIG_NAME} in {folder}: a drafter folder holds its config.json and weights")
         config = Qwen3Config.from_pretrained(folder)
         for name in ("block_size", "num_target_layers"):
             if getattr(config, name, None) is None:
                 raise ValueError(f"{folder}/{CONFIG_NAME} is not a DFlash drafter config: '{name}' is missing")
         model = cls(config)
         state = _load_safetensors(folder)
+        _check_shapes(model, state, folder)
         missing, unexpected = model.load_state_dict(state, strict=False)
         missing = [k for k in missing if "rotary_emb" not in k]
         if missing or unexpected:
@@ -236,30 +291,57 @@ class DFlashDrafter(nn.Module):
         return model.to(device=device, dtype=dtype).eval()
 
 
+def _check_shapes(model: nn.Module, state: dict[str, torch.Tensor], folder: Path) -> None:
+    """A ValueError naming the weights whose shapes differ from what the config builds."""
+    own = model.state_dict()
+    wrong = [(k, list(v.shape), list(own[k].shape)) for k, v in state.items() if k in own and own[k].shape != v.shape]
+    if wrong:
+        shown = "; ".join(f"{k} is {a} in the file but {b} by the config" for k, a, b in wrong[:3])
+        raise ValueError(f"the drafter weights in {folder} do not fit its {CONFIG_NAME} ({len(wrong)} of "
+                         f"{len(state)} tensors differ: {shown}): hidden_size, intermediate_size, the heads or "
+                         f"target_layer_ids there do not describe these weights; use the config saved with them")
+
+
 def resolve_folder(path_or_id: str | os.PathLike, allow_patterns: list[str] | None = None) -> Path:
     """A local folder as is; otherwise a hub id downloaded (or taken from the local hub cache)."""
     path = Path(path_or_id)
     if path.is_dir():
         return path
     if path.exists() or str(path_or_id).startswith((".", "/")) or str(path_or_id).count("/") != 1:
-        raise FileNotFoundError(f"model folder not found: {path_or_id}")
+        raise FileNotFoundError(f"model folder not found: {path_or_id} (give a folder, or a hub id such as "
+                                f"Qwen/Qwen3-4B)")
     from huggingface_hub import snapshot_download
 
     try:
         return Path(snapshot_download(str(path_or_id), allow_patterns=allow_patterns))
     except Exception as exc:  # network errors, missing repos: one clear message
-        raise FileNotFoundError(f"could not find '{path_or_id}' locally or download it from the hub: {exc}") from exc
+        raise FileNotFoundError(f"could not find '{path_or_id}' locally or download it from the hub ({exc}): check "
+                                f"the id and the network, or download it where there is one (`hf download "
+                                f"{path_or_id}`) and pass the folder") from exc
+
+
+def _read_weights(file: Path) -> dict[str, torch.Tensor]:
+    if not file.is_file():
+        raise FileNotFoundError(f"the weights file {file} is missing: download or save the checkpoint again")
+    try:
+        return load_file(str(file))
+    except Exception as exc:  # safetensors' own error type: a damaged or truncated file
+        raise ValueError(f"{file} cannot be read as safetensors ({exc}): it is damaged or incomplete; "
+                         f"download or save it again") from exc
 
 
 def _load_safetensors(folder: Path) -> dict[str, torch.Tensor]:
     single = folder / WEIGHTS_NAME
     if single.exists():
-        return load_file(str(single))
+        return _read_weights(single)
     index = folder / "model.safetensors.index.json"
     if index.exists():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        try:
+            files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{index} is not a safetensors index (no readable weight_map: {exc})") from exc
         state: dict[str, torch.Tensor] = {}
         for name in files:
-            state.update(load_file(str(folder / name)))
+            state.update(_read_weights(folder / name))
         return state
     raise FileNotFoundError(f"no {WEIGHTS_NAME} (or sharded index) in {folder}")

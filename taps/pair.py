@@ -8,14 +8,17 @@ CPU float32 by default; CUDA + bfloat16 when a GPU is there and asked for ("auto
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from .drafter import DFlashDrafter, resolve_folder
 from .linear import pack_linears
@@ -38,8 +41,9 @@ class ModelPair:
     name: str
     device: torch.device
     dtype: torch.dtype
-    fingerprint: str = ""            # sha1 of the files the pair was loaded from (keys latency profiles)
+    fingerprint: str = ""            # what the pair was loaded from (`fingerprint`; keys latency profiles)
     drafter_precision: str = "same"  # the drafter's inference precision: "same" as the target, or "int8"
+    generation_eos: tuple[int, ...] = ()   # stop tokens of the target's generation_config.json
     _texts: dict = field(default_factory=dict, repr=False, compare=False)   # token id -> its text
 
     @property
@@ -62,7 +66,7 @@ class ModelPair:
         ids = set(ids if isinstance(ids, (list, tuple)) else [ids]) if ids is not None else set()
         if self.tokenizer.eos_token_id is not None:
             ids.add(int(self.tokenizer.eos_token_id))
-        return ids
+        return ids | set(self.generation_eos)
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         return self.target.get_input_embeddings()(ids)
@@ -111,15 +115,78 @@ class ModelPair:
                 "max_context": self.max_context}
 
 
-def fingerprint(folders: list[Path]) -> str:
-    """A sha1 over the names, sizes and bytes of every file in the pair's folders."""
-    digest = hashlib.sha1()
-    for folder in folders:
-        for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
-            digest.update(f"{path.name}:{path.stat().st_size}".encode())
-            with path.open("rb") as fh:
-                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                    digest.update(chunk)
+FINGERPRINT_FORMAT = "taps-fingerprint-2"
+READ_LIMIT = 1_000_000    # bytes a fingerprint reads of one folder, at most
+WHOLE_FILE = 64 << 10     # files up to this size are read whole; larger ones by their two ends:
+EDGE = 32 << 10           # their first and last 32 KB (safetensors files: their header only)
+
+
+def _read_span(path: Path, start: int, length: int) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        return fh.read(length)
+
+
+def _file_digest(path: Path, size: int, budget: int) -> tuple[bytes, int]:
+    """What identifies one file without reading its tensors, and the bytes read for it (at most
+    `budget`): a safetensors file's header (dtypes, shapes, offsets, metadata), a small file whole,
+    a large one's first and last EDGE bytes. Its name and size are hashed by the caller."""
+    if path.suffix == ".safetensors":
+        if size < 8 or budget < 8:
+            return b"", 0
+        length = int.from_bytes(_read_span(path, 0, 8), "little")
+        if length > size - 8:        # not a safetensors header: the loader says so, the length is kept here
+            return f"header length {length}".encode(), 8
+        header = _read_span(path, 8, min(length, budget - 8))
+        return header, 8 + len(header)
+    if size <= min(WHOLE_FILE, budget):
+        return _read_span(path, 0, size), size
+    edge = min(EDGE, budget // 2)
+    if edge <= 0:
+        return b"", 0
+    return _read_span(path, 0, edge) + _read_span(path, size - edge, edge), 2 * edge
+
+
+def hub_revision(folder: Path) -> str:
+    """'org/name@commit' for a folder of the hub cache (`.../models--org--name/snapshots/<commit>`), else ''."""
+    folder = Path(folder)
+    repo = folder.parent.parent.name
+    if folder.parent.name != "snapshots" or not repo.startswith(("models--", "datasets--")):
+        return ""
+    return f"{repo.split('--', 1)[1].replace('--', '/')}@{folder.name}"
+
+
+def _folder_digest(digest, folder: Path) -> int:
+    """Hash one folder's hub revision and files (smallest first, so configs always count); return the bytes read."""
+    folder = Path(folder)
+    digest.update(f"revision {hub_revision(folder)}\n".encode())
+    files = []
+    for path in folder.rglob("*"):
+        rel = path.relative_to(folder)
+        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+            continue      # .cache/ (hub download metadata with timestamps), .git/ ...
+        files.append((path.stat().st_size, rel.as_posix(), path))
+    read = 0
+    for size, rel, path in sorted(files):
+        part, n = _file_digest(path, size, READ_LIMIT - read)
+        read += n
+        digest.update(f"file {rel} {size} {len(part)}\n".encode())
+        digest.update(part)
+    return read
+
+
+def fingerprint(folders: Mapping[str, Path] | Sequence[Path]) -> str:
+    """A sha1 that tells checkpoints apart without reading their weights: per part (target,
+    drafter, scorer, ...: a mapping from role to folder, or a list), the hub revision when the
+    folder is a hub snapshot, and every file's name and size with its safetensors header or, for
+    other files, its bytes (small files) or first and last 32 KB; under 1 MB read per folder.
+    Two checkpoints that differ only in tensor values under the same headers and sizes share it
+    (their training logs, saved beside the weights, usually tell them apart)."""
+    roles = folders.items() if isinstance(folders, Mapping) else ((str(i), f) for i, f in enumerate(folders))
+    digest = hashlib.sha1(FINGERPRINT_FORMAT.encode())
+    for role, folder in roles:
+        digest.update(f"\npart {role}\n".encode())
+        _folder_digest(digest, Path(folder))
     return digest.hexdigest()
 
 
@@ -142,7 +209,13 @@ def resolve_device(device: str = "auto") -> torch.device:
 def _pair_manifest(folder: Path) -> dict:
     manifest = folder / "pair.json"
     if manifest.exists():
-        raw = json.loads(manifest.read_text())
+        try:
+            raw = json.loads(manifest.read_text())
+        except (ValueError, OSError) as exc:
+            raise PairError(f"{manifest} cannot be read ({exc}): it holds {{\"name\", \"target\", \"drafter\", "
+                            f"\"scorer\"}}, each a sub-folder or a hub id") from exc
+        if not isinstance(raw, dict):
+            raise PairError(f"{manifest} must hold an object with \"target\" (and \"drafter\", \"scorer\")")
     else:
         raw = {name: name for name in ("target", "drafter", "scorer") if (folder / name).is_dir()}
         if "target" not in raw:
@@ -177,6 +250,137 @@ def check_fit(target_config, drafter: DFlashDrafter | None, tokenizer) -> None:
                         "tokenizer defines one")
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether an exception is an allocation that did not fit (GPU or CPU)."""
+    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def _memory_message(exc: BaseException, dev: torch.device, dtype: torch.dtype) -> str:
+    where = "GPU" if dev.type == "cuda" else "CPU"
+    ways = []
+    if dtype == torch.float32:
+        ways.append("load it in bfloat16 (--dtype bfloat16: half the memory)")
+    if dev.type == "cuda":
+        ways.append("load it on the CPU (--device cpu)")
+    ways.append("choose a smaller target or drafter (or free the memory other programs hold)")
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+    return (f"out of {where} memory loading the pair in {str(dtype).replace('torch.', '')} on {dev} ({first}): "
+            + ", or ".join(ways) + "; nothing of it stays loaded")
+
+
+@contextmanager
+def _loading(what: str, source, hint: str = ""):
+    """Any failure inside becomes a PairError that names the part and where it came from (running
+    out of memory passes through: `load_pair` frees what was loaded and says what to lower)."""
+    try:
+        yield
+    except PairError:
+        raise
+    except Exception as exc:
+        if out_of_memory(exc):
+            raise
+        raise PairError(f"could not load {what} from {source}: {exc}" + (f"; {hint}" if hint else "")) from exc
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+
+
+def target_shape_mismatch(folder: Path) -> str:
+    """Which of a target folder's weights do not fit the model its config.json builds (read from
+    the safetensors headers and a model on the meta device, so nothing is allocated); '' if none."""
+    from safetensors import safe_open
+    from transformers import AutoConfig
+
+    try:
+        with torch.device("meta"):
+            own = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)).state_dict()
+        wrong = []
+        for file in sorted(Path(folder).glob("*.safetensors")):
+            with safe_open(str(file), "pt") as fh:
+                for key in fh.keys():
+                    shape = list(fh.get_slice(key).get_shape())
+                    if key in own and list(own[key].shape) != shape:
+                        wrong.append(f"{key} is {shape} in the file but {list(own[key].shape)} by the config")
+    except Exception:  # noqa: BLE001 - this only words a message; the caller keeps the original one
+        return ""
+    if not wrong:
+        return ""
+    return (f"the weights in {folder} do not fit its config.json ({len(wrong)} tensors differ: "
+            f"{'; '.join(wrong[:3])}): use the config saved with these weights")
+
+
+def generation_stops(folder: Path) -> tuple[int, ...]:
+    """The stop tokens of a folder's generation_config.json (eos_token_id: one id or a list), if it has one."""
+    if not (Path(folder) / "generation_config.json").is_file():
+        return ()
+    eos = GenerationConfig.from_pretrained(folder).eos_token_id
+    ids = eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos]
+    return tuple(int(i) for i in ids)
+
+
+def _target_parts(parts: dict, dev: torch.device, dtype: torch.dtype, folders: dict):
+    """The target model (on `dev`, packed for the CPU GEMM where it applies), its tokenizer and stop tokens."""
+    with _loading("the target model", parts["target"],
+                  "a target folder holds a transformers causal LM, its config.json and complete weights "
+                  "(download or save a damaged file again)"):
+        folders["target"] = target_folder = resolve_folder(parts["target"])
+        if not (target_folder / "config.json").is_file():
+            raise FileNotFoundError(f"no config.json in {target_folder}")
+        try:
+            model = AutoModelForCausalLM.from_pretrained(target_folder, dtype=dtype, attn_implementation="sdpa")
+        except (RuntimeError, ValueError, OSError) as exc:
+            if out_of_memory(exc):
+                raise
+            raise ValueError(target_shape_mismatch(target_folder) or str(exc)) from exc
+        model.to(dev).eval()
+        if dev.type == "cpu" and dtype == torch.float32 and os.environ.get("TAPS_TARGET_GEMM", "onednn") != "default":
+            pack_linears(model)      # oneDNN for products of several rows (taps.linear); same weights
+        stops = generation_stops(target_folder)
+    source = parts.get("tokenizer", target_folder)
+    with _loading("the tokenizer", source, "the target folder needs its tokenizer files (tokenizer.json, "
+                  "tokenizer_config.json), or name a tokenizer folder in pair.json (\"tokenizer\")"):
+        folder = resolve_folder(source)
+        if folder != target_folder:
+            folders["tokenizer"] = folder
+        if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+            raise FileNotFoundError(f"no tokenizer files in {folder} (none of {', '.join(TOKENIZER_FILES)})")
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    return model, tokenizer, stops
+
+
+def _load_parts(parts: dict, name: str, dev: torch.device, dtype: torch.dtype, no_drafter: bool,
+                drafter_precision: str) -> ModelPair:
+    folders: dict[str, Path] = {}
+    model, tokenizer, stops = _target_parts(parts, dev, dtype, folders)
+    draft = None
+    if parts.get("drafter") and not no_drafter:
+        with _loading("the drafter", parts["drafter"]):
+            folders["drafter"] = resolve_folder(parts["drafter"], allow_patterns=["*.json", "*.safetensors"])
+            draft = DFlashDrafter.from_pretrained(folders["drafter"], dtype=dtype, device=dev)
+    check_fit(model.config, draft, tokenizer)
+    score = None
+    if parts.get("scorer"):
+        with _loading("the TAPS scorer", parts["scorer"]):
+            folders["scorer"] = resolve_folder(parts["scorer"])
+            score = TapsScorer.from_pretrained(folders["scorer"], device=dev)
+        if score.config.model_dim != model.config.hidden_size:
+            raise PairError(f"scorer expects model dim {score.config.model_dim}, target has {model.config.hidden_size}")
+    return ModelPair(target=model, tokenizer=tokenizer, drafter=draft, scorer=score, name=name, device=dev,
+                     dtype=dtype, fingerprint=fingerprint(folders), generation_eos=stops,
+                     drafter_precision=drafter_precision if draft is not None else "same")
+
+
+def _resolve_dtype(dtype, dev: torch.device) -> torch.dtype:
+    if isinstance(dtype, str):
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise PairError(f"unknown dtype '{dtype}': choose float32, bfloat16 or float16")
+        dtype = getattr(torch, dtype)
+    return dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+
+
 def load_pair(pair: str | Path | None = None, *, target: str | None = None, drafter: str | None = None,
               scorer: str | None = None, device: str = "auto", dtype: torch.dtype | str | None = None,
               no_drafter: bool = False, drafter_precision: str = "auto") -> ModelPair:
@@ -185,7 +389,9 @@ def load_pair(pair: str | Path | None = None, *, target: str | None = None, draf
     "bfloat16", or "auto" (int8 for a float32 pair on the CPU, where it drafts 2-3x faster with the
     same acceptance; "same" elsewhere), for the drafter's inference only; the target always runs as
     loaded, in its own precision (a float32 target on the CPU multiplies several rows with oneDNN's
-    prepacked GEMM, `taps.linear`; TAPS_TARGET_GEMM=default keeps PyTorch's default kernels)."""
+    prepacked GEMM, `taps.linear`; TAPS_TARGET_GEMM=default keeps PyTorch's default kernels).
+    Every failure is a PairError that says what to do; running out of memory frees what was loaded
+    and names the setting to lower."""
     from .fast_drafter import PRECISIONS
 
     if drafter_precision not in (*PRECISIONS, "auto"):
@@ -207,40 +413,20 @@ def load_pair(pair: str | Path | None = None, *, target: str | None = None, draf
     if "target" not in parts:
         raise PairError("the pair names no target model")
     dev = resolve_device(device)
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype)
-    dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    dtype = _resolve_dtype(dtype, dev)
     if drafter_precision == "auto":
         drafter_precision = "int8" if dev.type == "cpu" and dtype == torch.float32 else "same"
     if drafter_precision == "int8" and (dev.type != "cpu" or dtype != torch.float32):
         raise PairError("drafter precision int8 needs a float32 pair on the CPU; use 'same' or 'bfloat16'")
     name = parts.get("name") or Path(parts["target"]).name
     try:
-        target_folder = resolve_folder(parts["target"])
-        model = AutoModelForCausalLM.from_pretrained(target_folder, dtype=dtype, attn_implementation="sdpa")
-        tokenizer = AutoTokenizer.from_pretrained(resolve_folder(parts.get("tokenizer", target_folder)))
-    except (OSError, ValueError) as exc:
-        raise PairError(f"could not load the target model from {parts['target']}: {exc}") from exc
-    model.to(dev).eval()
-    if dev.type == "cpu" and dtype == torch.float32 and os.environ.get("TAPS_TARGET_GEMM", "onednn") != "default":
-        pack_linears(model)          # oneDNN for products of several rows (taps.linear); same weights
-    draft = None
-    if parts.get("drafter") and not no_drafter:
-        try:
-            draft = DFlashDrafter.from_pretrained(parts["drafter"], dtype=dtype, device=dev)
-        except (OSError, ValueError) as exc:
-            raise PairError(f"could not load the drafter from {parts['drafter']}: {exc}") from exc
-    check_fit(model.config, draft, tokenizer)
-    score = None
-    if parts.get("scorer"):
-        try:
-            score = TapsScorer.from_pretrained(parts["scorer"], device=dev)
-        except (OSError, ValueError) as exc:
-            raise PairError(f"could not load the TAPS scorer from {parts['scorer']}: {exc}") from exc
-        if score.config.model_dim != model.config.hidden_size:
-            raise PairError(f"scorer expects model dim {score.config.model_dim}, target has {model.config.hidden_size}")
-    folders = [target_folder] + [Path(parts[k]) for k in ("drafter", "scorer")
-                                 if parts.get(k) and Path(parts[k]).is_dir()]
-    return ModelPair(target=model, tokenizer=tokenizer, drafter=draft, scorer=score, name=name, device=dev,
-                     dtype=dtype, fingerprint=fingerprint(folders),
-                     drafter_precision=drafter_precision if draft is not None else "same")
+        return _load_parts(parts, name, dev, dtype, no_drafter, drafter_precision)
+    except Exception as exc:  # noqa: BLE001 - only running out of memory is handled here
+        if not out_of_memory(exc):
+            raise
+        message = _memory_message(exc, dev, dtype)
+    # out of the except block: the failed load's frames (and the tensors they hold) are gone now
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    raise PairError(message)

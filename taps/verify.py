@@ -55,13 +55,61 @@ def target_forward(target, cache: DynamicCache, input_ids: torch.Tensor, positio
 def target_body(target, cache: DynamicCache, input_ids: torch.Tensor, position_ids: torch.Tensor,
                 attention_mask: torch.Tensor | None, feature_layers: list[int] | None):
     """The target's layers without its lm_head: final hidden states [n, d] and context features
-    [n, F] (or None). Logits come from `HeadRows` for the rows a round needs."""
-    out = target.get_decoder()(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-                               cache=cache, use_cache=True, output_hidden_states=feature_layers is not None)
-    features = None
-    if feature_layers is not None:
-        features = context_features(out.hidden_states, feature_layers)[0]
-    return out.last_hidden_state[0], features
+    [n, F] (or None). Logits come from `HeadRows` for the rows a round needs. Only the feature
+    layers' outputs are kept (`FeatureTap`), not every layer's."""
+    decoder = target.get_decoder()
+    with FeatureTap(decoder, feature_layers) as tap:
+        out = decoder(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                      cache=cache, use_cache=True, output_hidden_states=tap.needs_all_hidden_states)
+    return out.last_hidden_state[0], tap.features(out)
+
+
+class FeatureTap:
+    """For one forward of the target's decoder, the outputs of the layers the drafter reads, by a
+    forward hook on each of those layers (removed after the call). The features are exactly the
+    ones `context_features` takes from `output_hidden_states`: layer i's output, the last layer's
+    after the final norm (transformers ties the last hidden state to the normed output). Layer ids
+    outside the decoder fall back to `output_hidden_states`."""
+
+    def __init__(self, decoder, feature_layers: list[int] | None):
+        self.layers = list(feature_layers) if feature_layers is not None else None
+        self.captured: dict[int, torch.Tensor] = {}
+        self.hooks = []
+        count = len(decoder.layers)
+        self.last = count - 1 if _ties_last_hidden_state(decoder) else None
+        self.needs_all_hidden_states = self.layers is not None and not all(0 <= i < count for i in self.layers)
+        if self.layers is not None and not self.needs_all_hidden_states:
+            for i in sorted(set(self.layers) - {self.last}):
+                self.hooks.append(decoder.layers[i].register_forward_hook(self._keeper(i)))
+
+    def _keeper(self, index: int):
+        def keep(module, args, output):
+            self.captured[index] = output[0] if isinstance(output, tuple) else output
+        return keep
+
+    def __enter__(self) -> "FeatureTap":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for hook in self.hooks:
+            hook.remove()
+        self.hooks.clear()
+
+    def features(self, out) -> torch.Tensor | None:
+        """[n, F] for batch row 0, or None when no features were asked for."""
+        if self.layers is None:
+            return None
+        if self.needs_all_hidden_states:
+            return context_features(out.hidden_states, self.layers)[0]
+        parts = [out.last_hidden_state if i == self.last else self.captured[i] for i in self.layers]
+        self.captured.clear()
+        return torch.cat(parts, dim=-1)[0]
+
+
+def _ties_last_hidden_state(decoder) -> bool:
+    """Whether `output_hidden_states`' last entry is the normed output (transformers' default)."""
+    tie = getattr(decoder.config, "tie_last_hidden_states", None)
+    return True if tie is None else bool(tie)
 
 
 def prefill(target, cache: DynamicCache, prompt_ids: list[int], feature_layers: list[int] | None):

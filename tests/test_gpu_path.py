@@ -120,3 +120,44 @@ def test_cuda_timer_records_events_and_reads_them_once():
     wall = time.perf_counter() - t0
     assert all(v >= 0 for v in seconds.values())
     assert 0 < sum(seconds.values()) <= wall
+
+
+# ---------------------------------------------------------------- features of the drafter's layers only
+def _all_hidden_states_features(target, ids, pos, layers):
+    """Today's path: every layer's output kept, the drafter's layers concatenated."""
+    from transformers import DynamicCache
+
+    from taps.drafter import context_features
+
+    out = target.get_decoder()(input_ids=ids, position_ids=pos, cache=DynamicCache(config=target.config),
+                               use_cache=True, output_hidden_states=True)
+    return out.last_hidden_state[0], context_features(out.hidden_states, layers)[0]
+
+
+def test_features_of_tapped_layers_are_bit_identical(tiny_pair):
+    from transformers import DynamicCache
+
+    from taps.verify import target_body
+
+    target = tiny_pair.target
+    count = target.config.num_hidden_layers
+    ids = torch.tensor([tiny_pair.encode_prompt("def add(a, b):\n    return a + b\n")], device=tiny_pair.device)
+    pos = torch.arange(ids.shape[1], device=tiny_pair.device).view(1, -1)
+    for layers in (list(tiny_pair.feature_layers), [0, count - 1], list(range(count)), [count - 1, 0, 0]):
+        want_hidden, want = _all_hidden_states_features(target, ids, pos, layers)
+        hidden, got = target_body(target, DynamicCache(config=target.config), ids, pos, None, layers)
+        assert torch.equal(got, want), layers
+        assert torch.equal(hidden, want_hidden)
+    hidden, none = target_body(target, DynamicCache(config=target.config), ids, pos, None, None)
+    assert none is None and torch.equal(hidden, want_hidden)
+
+
+def test_feature_tap_keeps_only_the_drafter_layers(tiny_pair):
+    from taps.verify import FeatureTap
+
+    decoder = tiny_pair.target.get_decoder()
+    before = [len(layer._forward_hooks) for layer in decoder.layers]
+    with FeatureTap(decoder, [0]) as tap:
+        assert [len(layer._forward_hooks) for layer in decoder.layers] == [before[0] + 1, *before[1:]]
+        assert not tap.needs_all_hidden_states
+    assert [len(layer._forward_hooks) for layer in decoder.layers] == before

@@ -9,6 +9,7 @@ import streamlit as st
 from app_pages import common as ui
 from app_pages import lecture
 from app_pages import widgets as app_widgets
+from taps.chat import chat_prompt_text, has_chat_template
 from taps.config import MAX_BUDGET, check_value
 from taps.record import STAGES
 from taps.studio import export, figures
@@ -32,15 +33,49 @@ link = lecture.read_link(pair, DEFAULTS)                    # a link opened in a
 request = state.pop("step_request", None)                   # "open in Step through" from Failure cases
 if request:
     state["step_prompt"], state["step_example"] = request["prompt"], ui.OWN_PROMPT
+    state["step_chat"] = bool(request.get("chat", False)) and has_chat_template(pair.tokenizer)
     for name, value in request["config"].items():
         key = {"max_new_tokens": "step_max_new"}.get(name, f"step_{name}")
         state[key] = own_block if name == "block_size" and value is None else value
 
 # ---------------------------------------------------------------- prompt and settings
+def chat_box() -> bool:
+    """The Chat prompt checkbox under the prompt box; disabled, with a caption saying why, when the
+    pair's tokenizer has no chat template. Returns whether the prompt runs chat-formatted."""
+    usable = has_chat_template(pair.tokenizer)
+    if not usable:
+        state["step_chat"] = False
+    ui.keep("step_chat")
+    row = st.container(horizontal=True, vertical_alignment="center", gap="small")
+    on = row.checkbox("Chat prompt", key="step_chat", disabled=not usable,
+                      help="Run the prompt as the pair's chat template formats it: one user message, the "
+                           "assistant's turn opened, thinking disabled. Public DFlash drafters were trained on such "
+                           "prompts, and their published acceptance is measured on them.")
+    if not usable:
+        row.caption(f"Chat prompt is off: the pair {pair.name}'s tokenizer has no chat template (it completes "
+                    "text as typed).")
+    return bool(on) and usable
+
+
+def session_prompt(typed: str, chat: bool) -> tuple[str, str]:
+    """The prompt the runs decode, and a problem ("" when none): as typed, or with Chat prompt on as the
+    pair's chat template formats it (remembered with the typed text, for the link of a run on view)."""
+    if not chat or not typed.strip():
+        return typed, ""
+    try:
+        text = chat_prompt_text(pair.tokenizer, typed, name=pair.name)
+    except ValueError as exc:
+        return typed, f"the prompt cannot be chat-formatted: {exc}"
+    shown = pair.tokenizer.decode(pair.tokenizer.encode(text, add_special_tokens=False))   # ctrl.prompt_text's
+    state.setdefault("step_chat_typed", {})[shown] = typed
+    return text, ""
+
+
 with ui.settings_area():
     if not on_stage:
         st.title("Step through the rounds")
-    prompt = ui.prompt_picker("step", 110, "Code and prose examples; or type any prompt on the left.")
+    typed = ui.prompt_picker("step", 110, "Code and prose examples; or type any prompt on the left.")
+    chat = chat_box()
     cols = st.columns(6)
     selector = ui.setting("selector", "step_selector", "Selector", cols[0])
     estimator = ui.setting("estimator", "step_estimator", "Estimator (TAPS)", cols[1],
@@ -57,6 +92,9 @@ with ui.settings_area():
 config, problem = ui.build_config(
     pair, selector=selector, estimator=estimator, budget=budget, temperature=temperature, max_new_tokens=max_new,
     block_size=block_size if pair.drafter is not None else None, **more)
+prompt, chat_problem = session_prompt(typed, chat)
+if chat_problem and not problem:
+    config, problem = None, chat_problem
 profile, profile_id = lecture.session_profile(pair, config.budget if config else 0)
 lecture.link_messages()
 if problem:
@@ -323,9 +361,12 @@ def run_panel_locked() -> None:
 def write_link() -> None:
     """The address bar: a link that replays the run on view (or, before one, the settings above)."""
     if ctrl.session is not None or ctrl.saved is not None:
-        lecture.write_link(ctrl.prompt_text, ctrl.config, ctrl.view, DEFAULTS, profile_id)
+        shown = ctrl.prompt_text
+        chat_typed = state.get("step_chat_typed", {}).get(shown)      # a chat run's prompt as typed
+        lecture.write_link(shown if chat_typed is None else chat_typed, ctrl.config, ctrl.view, DEFAULTS, profile_id,
+                           chat=chat_typed is not None)
     else:
-        lecture.write_link(prompt, asdict(config) if config is not None else {}, 0, DEFAULTS, profile_id)
+        lecture.write_link(typed, asdict(config) if config is not None else {}, 0, DEFAULTS, profile_id, chat=chat)
 
 
 def remembered(key: str, default) -> None:
@@ -499,8 +540,9 @@ def load_upload() -> None:
     settings = saved_config(saved)
     if saved.pair_name != pair.name or settings is None:
         return                       # the page says what the next Step does with it
-    # this pair can continue it: its prompt and settings go into the widgets, so Step replays it
-    state["step_prompt"] = saved.prompt
+    # this pair can continue it: its prompt and settings go into the widgets, so Step replays it (a chat
+    # run's prompt as the text its template made, which reads back as the same tokens)
+    state["step_prompt"], state["step_chat"] = saved.prompt, False
     state["step_example"] = next((e["title"] for e in ui.examples() if e["prompt"] == saved.prompt), ui.OWN_PROMPT)
     for name, value in asdict(settings).items():
         key = lecture.widget_key(name)

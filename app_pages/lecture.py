@@ -46,6 +46,8 @@ def read_link(pair, defaults: dict) -> StepLink | None:
     if {"example", "prompt"} & link.given or "prompt" not in state:
         state["step_prompt"] = link.prompt
         state["step_example"] = titles.get(link.example, ui.OWN_PROMPT) if link.example else ui.OWN_PROMPT
+    if {"example", "prompt", "chat"} & link.given or "step_chat" not in state:
+        state["step_chat"] = link.chat
     for name, value in link.settings.items():
         if name in link.given or widget_key(name) not in state:
             state[widget_key(name)] = value
@@ -80,11 +82,13 @@ def current_view() -> str:
     return VIEW_OF_TAB.get(tab, TABS[0])
 
 
-def write_link(prompt: str, config: dict, number: int, defaults: dict, profile_id: str | None) -> None:
-    """Put the link that replays this view in the address bar (only when it changed)."""
+def write_link(prompt: str, config: dict, number: int, defaults: dict, profile_id: str | None,
+               chat: bool = False) -> None:
+    """Put the link that replays this view in the address bar (only when it changed); `chat`: the
+    prompt (as typed) runs formatted by the pair's chat template."""
     example = next((e["id"] for e in ui.examples() if e["prompt"] == prompt), None)
     link = StepLink(dict(defaults, **settings_of(config)), prompt, example, number, current_view(),
-                    ui.presenter(), profile_id)
+                    ui.presenter(), profile_id, chat=chat)
     params = step_link_params(link, defaults)
     now = {name: st.query_params.get(name) for name in st.query_params}
     if now != params:

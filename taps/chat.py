@@ -26,7 +26,8 @@ def no_template_message(name: str | None = None) -> str:
     """One line: this pair's tokenizer has no chat template, and what to do."""
     who = f"the pair {name}'s tokenizer" if name else "the pair's tokenizer"
     return (f"{who} has no chat template, so prompts cannot be chat-formatted: leave chat formatting off "
-            "(no --chat), or load a pair whose tokenizer has one (a chat model such as Qwen3)")
+            "(--chat on the command line, Chat prompt in the app), or load a pair whose tokenizer has one "
+            "(a chat model such as Qwen3)")
 
 
 def _templates(tokenizer) -> list[str]:

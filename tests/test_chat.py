@@ -34,9 +34,12 @@ NO_SWITCH = ("{% for message in messages %}[{{ message['role'] }}] {{ message['c
              "{% if add_generation_prompt %}[assistant] {% endif %}")
 
 
-def with_template(source: Path, folder: Path, template: str | None) -> Path:
-    """A copy of the pair folder `source` whose tokenizer_config.json sets `template` as the chat template."""
+def with_template(source: Path, folder: Path, template: str | None, name: str = "tiny-chat") -> Path:
+    """A copy of the pair folder `source`, named `name`, whose tokenizer_config.json sets `template` as the
+    chat template."""
     shutil.copytree(source, folder)
+    pair_json = folder / "pair.json"
+    pair_json.write_text(json.dumps({**json.loads(pair_json.read_text()), "name": name}))
     config_path = folder / "target" / "tokenizer_config.json"
     config = json.loads(config_path.read_text())
     config["chat_template"] = template
@@ -171,3 +174,44 @@ def test_fit_prompts_with_chat_uses_the_template_ids(chat_pair_dir, chat_tokeniz
     assert plain[0]["prompt"] == "hi" and plain[0]["sha"] != kept[0]["sha"]
     with pytest.raises(ValueError, match="no chat template"):
         bench.fit_prompts(tiny_pair, [{"id": "a", "prompt": "hi"}], 4, chat=True)
+
+
+# ---------------------------------------------------------------------------- the app (Step through)
+def open_step(monkeypatch, pair_dir: Path, **params):
+    """The Step page on the pair in `pair_dir`, opened through a link with these parameters."""
+    pytest.importorskip("streamlit", reason="the app's packages are not installed (a bare GPU server)")
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("TAPS_PAIR", str(pair_dir))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page("app_pages/1_Step_through.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_app_chat_box_is_disabled_with_a_caption_without_a_template(monkeypatch, tiny_pair_dir):
+    at = open_step(monkeypatch, tiny_pair_dir, chat="1", selector="ddtree", budget="4")
+    box = at.checkbox(key="step_chat")
+    assert box.label == "Chat prompt" and box.disabled and box.value is False
+    assert any("no chat template" in c.value and "tiny-random" in c.value for c in at.caption)
+    assert any("Link parameter chat:" in w.value and "no chat template" in w.value for w in at.warning)
+    assert "chat" not in at.query_params
+
+
+def test_app_chat_prompt_runs_the_templated_ids_and_links_them(monkeypatch, chat_pair_dir, chat_tokenizer):
+    at = open_step(monkeypatch, chat_pair_dir, prompt="hi", chat="1", selector="ddtree", budget="4",
+                   max_new_tokens="4")
+    box = at.checkbox(key="step_chat")
+    assert box.value is True and not box.disabled
+    at.button(key="step_btn_step").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    session = at.session_state["step_controller"].session
+    assert session.prompt_ids == template_ids(chat_tokenizer, "hi", enable_thinking=False)
+    assert at.query_params["chat"] == "1" and at.query_params["prompt"] == "hi"    # the link: as typed, chat on
+    at.checkbox(key="step_chat").uncheck().run()
+    at.button(key="step_btn_step").click().run()
+    session = at.session_state["step_controller"].session
+    assert session.prompt_ids == chat_tokenizer.encode("hi", add_special_tokens=False)
+    assert "chat" not in at.query_params and at.query_params["prompt"] == "hi"

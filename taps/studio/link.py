@@ -11,7 +11,8 @@ opens the same run at the same round and view in any browser. Plain Python (no s
 
 Parameter names: `example` (an example's id) or `prompt` (text), every decode setting by its
 `DecodeConfig` name (`selector`, `estimator`, `budget`, `taps_mode`, `temperature`, `seed`, ...),
-`round` (1-based; 0 or absent: nothing decoded yet), `view`, `presenter` (1) and `profile`.
+`round` (1-based; 0 or absent: nothing decoded yet), `view`, `presenter` (1), `profile` and `chat`
+(1: the prompt is formatted by the pair's chat template, thinking disabled; `taps.chat`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Mapping
 
+from ..chat import chat_prompt_ids
 from ..config import FIELDS, DecodeConfig, check_value, field_spec
 from ..record import STAGES
 
@@ -32,7 +34,7 @@ MAX_ROUND = 10_000
 PROFILE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,119}$")
 # the settings a link can carry: every DecodeConfig field with a command-line flag
 SETTINGS = tuple(f.name for f in fields(DecodeConfig) if f.metadata["flag"])
-OTHER_PARAMS = ("example", "prompt", "round", "view", "presenter", "profile")
+OTHER_PARAMS = ("example", "prompt", "round", "view", "presenter", "profile", "chat")
 
 
 def page_defaults(**changes) -> dict:
@@ -57,6 +59,7 @@ class StepLink:
     presenter: bool = False
     profile: str | None = None
     given: set = field(default_factory=set)   # the parameters the link carried (and kept)
+    chat: bool = False                  # the prompt runs formatted by the pair's chat template
 
     @property
     def stage(self) -> str | None:
@@ -194,6 +197,24 @@ def _read_others(params: Mapping, messages: list[str], given: set) -> tuple[int,
     return number, view, presenter, profile
 
 
+def _read_chat(params: Mapping, prompt: str, pair, messages: list[str], given: set) -> bool:
+    """Whether the link asks for a chat prompt that this pair can run (its tokenizer has a chat template
+    and the formatted prompt fits); else a message, and the prompt as typed."""
+    if "chat" not in params:
+        return False
+    if _last(params["chat"]).strip().lower() not in ("1", "true", "yes", "on"):
+        given.add("chat")
+        return False
+    if pair is not None:
+        try:
+            pair.encode_prompt(chat_prompt_ids(pair.tokenizer, prompt, name=pair.name))
+        except ValueError as exc:
+            messages.append(f"Link parameter chat: {exc}; using the prompt as typed.")
+            return False
+    given.add("chat")
+    return True
+
+
 def parse_step_link(params: Mapping, examples: list[dict], defaults: dict | None = None,
                     pair=None) -> tuple[StepLink, list[str]]:
     """The StepLink that query parameters describe, and a message for each parameter that was
@@ -206,10 +227,11 @@ def parse_step_link(params: Mapping, examples: list[dict], defaults: dict | None
     settings = _read_settings(params, defaults, messages, given)
     settings = _validate_together(settings, defaults, pair, messages, given)
     number, view, presenter, profile = _read_others(params, messages, given)
+    chat = _read_chat(params, prompt, pair, messages, given)
     unknown = sorted(set(params) - set(SETTINGS) - set(OTHER_PARAMS))
     if unknown:
         messages.append(f"Link parameters not understood (ignored): {', '.join(unknown)}.")
-    return StepLink(settings, prompt, example, number, view, presenter, profile, given), messages
+    return StepLink(settings, prompt, example, number, view, presenter, profile, given, chat), messages
 
 
 def _text(value) -> str:
@@ -220,7 +242,7 @@ def _text(value) -> str:
 
 def step_link_params(link: StepLink, defaults: dict | None = None) -> dict[str, str]:
     """Query parameters that replay `link`: the example (or the prompt), the settings that differ
-    from `defaults`, the round, the view, presenter mode when on, the profile."""
+    from `defaults`, the round, the view, presenter mode when on, the profile, chat when on."""
     defaults = defaults if defaults is not None else page_defaults()
     params: dict[str, str] = {}
     if link.example is not None:
@@ -238,6 +260,8 @@ def step_link_params(link: StepLink, defaults: dict | None = None) -> dict[str, 
         params["presenter"] = "1"
     if link.profile:
         params["profile"] = link.profile
+    if link.chat:
+        params["chat"] = "1"
     return params
 
 

@@ -176,6 +176,24 @@ def test_fit_prompts_with_chat_uses_the_template_ids(chat_pair_dir, chat_tokeniz
         bench.fit_prompts(tiny_pair, [{"id": "a", "prompt": "hi"}], 4, chat=True)
 
 
+def test_a_step_link_carries_chat(chat_pair_dir, tiny_pair):
+    from taps.studio.link import StepLink, page_defaults, parse_step_link, step_link_params
+
+    defaults = page_defaults()
+    chat_pair = load_pair(chat_pair_dir, device="cpu")
+    link, messages = parse_step_link({"prompt": "hi", "chat": "1"}, [], defaults, chat_pair)
+    assert link.chat and "chat" in link.given and not messages
+    assert step_link_params(link, defaults)["chat"] == "1"
+    assert "chat" not in step_link_params(StepLink(dict(defaults), "hi"), defaults)
+    link, messages = parse_step_link({"prompt": "hi", "chat": "0"}, [], defaults, chat_pair)
+    assert not link.chat and not messages
+    link, messages = parse_step_link({"prompt": "hi", "chat": "1"}, [], defaults, tiny_pair)
+    assert not link.chat and len(messages) == 1 and "no chat template" in messages[0]
+    long = "x" * (chat_pair.max_context - 10)                # fits as typed, not once the template wraps it
+    link, messages = parse_step_link({"prompt": long, "chat": "1"}, [], defaults, chat_pair)
+    assert link.prompt == long and not link.chat and "longer than the model's context" in messages[0]
+
+
 # ---------------------------------------------------------------------------- the app (Step through)
 def open_step(monkeypatch, pair_dir: Path, **params):
     """The Step page on the pair in `pair_dir`, opened through a link with these parameters."""

@@ -52,8 +52,7 @@ def chat_box() -> bool:
                            "assistant's turn opened, thinking disabled. Public DFlash drafters were trained on such "
                            "prompts, and their published acceptance is measured on them.")
     if not usable:
-        row.caption(f"Chat prompt is off: the pair {pair.name}'s tokenizer has no chat template (it completes "
-                    "text as typed).")
+        row.caption(f"Off: {pair.name}'s tokenizer has no chat template; prompts run as typed.")
     return bool(on) and usable
 
 

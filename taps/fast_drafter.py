@@ -3,9 +3,11 @@
 What changes against the training module (`taps.drafter.DFlashDrafter`):
 - q, k, v projections fused into one matrix, gate and up too; queries and keys with each rotary
   pair side by side, so that rotary embedding is one complex product;
-- RMSNorm as one fused op; rotary tables computed once for every position;
-- the context keys/values live in buffers allocated once per session and written in place
-  (no concatenation of the whole cache each round); the target features committed since the last
+- RMSNorm as one fused op; a rotary table for the positions reached so far, extended in chunks;
+- the context keys/values live in buffers written in place (no concatenation of the whole cache
+  each round), sized to the context so far plus a few rounds and grown geometrically (a copy into
+  a larger buffer, a multiple of BUFFER_STEP positions) when a draft would run past them, never
+  past max_position_embeddings + block; the target features committed since the last
   draft go through each layer's qkv projection together with the block's rows (one call, not a
   separate pass to extend the cache), and their keys/values and the block's are written just
   after the context and attended in place;
@@ -27,6 +29,15 @@ from .linear import available as onednn_available
 from .linear import packed_product
 
 PRECISIONS = ("same", "int8", "bfloat16")
+BUFFER_STEP = 256          # key/value buffers and the rotary table grow in multiples of this many positions
+AHEAD_BLOCKS = 4           # a new or grown buffer holds what is needed now plus this many blocks
+
+
+def grown_size(needed: int, current: int, block: int, capacity: int) -> int:
+    """The size a buffer of `current` positions grows to when `needed` do not fit: at least twice
+    as large and a few blocks beyond what is needed, rounded up to BUFFER_STEP, at most `capacity`."""
+    size = max(needed + AHEAD_BLOCKS * block, 2 * current)
+    return min(capacity, -(-size // BUFFER_STEP) * BUFFER_STEP)
 
 
 def _projection(weight: torch.Tensor, bias: torch.Tensor | None, precision: str):
@@ -100,31 +111,48 @@ class FastDrafter:
         self.compute = torch.bfloat16 if precision == "bfloat16" else self.dtype
         self.block_size = drafter.block_size
         self.eps = cfg.rms_norm_eps
-        self.capacity = int(cfg.max_position_embeddings) + drafter.block_size
+        self.capacity = int(cfg.max_position_embeddings) + drafter.block_size   # positions a context may reach
         self.layers = [_Layer(layer, precision, self.compute) for layer in drafter.layers]
         self.fc = _projection(drafter.fc.weight, None, precision)
         self.hidden_norm = drafter.hidden_norm.weight.detach().to(self.compute)
         self.norm = drafter.norm.weight.detach().to(self.compute)
         self.lm_head = _projection(lm_head.weight, getattr(lm_head, "bias", None), precision)
+        self.rotary_emb = drafter.rotary_emb
+        self.rotary_dtype = torch.float64 if self.dtype == torch.float64 else torch.float32
+        # e^{i theta} per position and rotary pair: [P, head_dim / 2], complex; P grows with the contexts drafted
+        self.rotary = self._rotary_rows(0, min(self.capacity, BUFFER_STEP))
+
+    def _rotary_rows(self, start: int, stop: int) -> torch.Tensor:
+        """The rotary factors of positions start..stop-1 (each position's on its own, so a table
+        built in chunks equals one built at once)."""
         with torch.no_grad():
-            positions = torch.arange(self.capacity, device=self.device).view(1, -1)
-            cos, sin = drafter.rotary_emb(torch.zeros(1, device=self.device, dtype=self.dtype), positions)
+            positions = torch.arange(start, stop, device=self.device).view(1, -1)
+            cos, sin = self.rotary_emb(torch.zeros(1, device=self.device, dtype=self.dtype), positions)
         half = cos.shape[-1] // 2
-        rotary_dtype = torch.float64 if self.dtype == torch.float64 else torch.float32
-        # e^{i theta} per position and rotary pair: [P, head_dim / 2], complex
-        self.rotary = torch.complex(cos[0, :, :half].to(rotary_dtype), sin[0, :, :half].to(rotary_dtype))
-        self.rotary_dtype = rotary_dtype
+        return torch.complex(cos[0, :, :half].to(self.rotary_dtype), sin[0, :, :half].to(self.rotary_dtype))
+
+    def rotary_table(self, positions: int) -> torch.Tensor:
+        """The rotary table, extended (geometrically, up to `capacity`) to hold `positions` rows."""
+        table = self.rotary
+        if table.shape[0] < positions:
+            size = grown_size(positions, table.shape[0], self.block_size, self.capacity)
+            table = torch.cat([table, self._rotary_rows(table.shape[0], size)])
+            self.rotary = table          # one assignment: a session reading the old table still sees valid rows
+        return table
 
     def _rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
         """x [heads, n, head_dim] (rotary pairs side by side) at positions start..start+n-1."""
         heads, n, dim = x.shape
         wide = x if x.dtype == self.rotary_dtype else x.to(self.rotary_dtype)
-        turned = torch.view_as_complex(wide.reshape(heads, n, dim // 2, 2)) * self.rotary[start:start + n]
+        rotary = self.rotary_table(start + n)[start:start + n]
+        turned = torch.view_as_complex(wide.reshape(heads, n, dim // 2, 2)) * rotary
         out = torch.view_as_real(turned).view(heads, n, dim)
         return out if out.dtype == x.dtype else out.to(x.dtype)
 
-    def new_buffers(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        shape = lambda layer: (layer.kv_heads, self.capacity, layer.head_dim)  # noqa: E731
+    def new_buffers(self, size: int | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Zeroed key and value buffers, one per layer, for `size` positions (default: `capacity`)."""
+        size = self.capacity if size is None else min(int(size), self.capacity)
+        shape = lambda layer: (layer.kv_heads, size, layer.head_dim)  # noqa: E731
         keys = [torch.zeros(shape(layer), device=self.device, dtype=self.compute) for layer in self.layers]
         values = [torch.zeros(shape(layer), device=self.device, dtype=self.compute) for layer in self.layers]
         return keys, values
@@ -179,14 +207,31 @@ def fast_drafter(pair) -> FastDrafter:
 
 class DraftContext:
     """What the drafter knows of one committed sequence: the context keys/values in buffers of
-    their own, and the target features committed since the last draft (projected at the next)."""
+    their own, and the target features committed since the last draft (projected at the next).
+    The buffers are made at the first draft, for the context then plus a few blocks, and grow
+    (`grown_size`) when a draft would run past them; `size` makes them that large at once."""
 
-    def __init__(self, fast: FastDrafter, mask_token_id: int):
+    def __init__(self, fast: FastDrafter, mask_token_id: int, size: int | None = None):
         self.fast = fast
         self.mask_token_id = int(mask_token_id)
-        self.keys, self.values = fast.new_buffers()
+        self.keys, self.values = fast.new_buffers(size) if size else ([], [])
         self.length = 0
         self.pending: torch.Tensor | None = None     # [n, F] target features not yet projected
+
+    @property
+    def size(self) -> int:
+        """Positions the buffers hold now."""
+        return self.keys[0].shape[1] if self.keys else 0
+
+    def _make_room(self, needed: int) -> None:
+        if needed > self.fast.capacity:
+            raise RuntimeError(f"the draft block runs past the drafter's context ({self.fast.capacity} positions)")
+        if needed <= self.size:
+            return
+        keys, values = self.fast.new_buffers(grown_size(needed, self.size, self.fast.block_size, self.fast.capacity))
+        for new, old in zip(keys + values, self.keys + self.values):
+            new[:, :self.length] = old[:, :self.length]    # the context; the rest is rewritten before it is read
+        self.keys, self.values = keys, values
 
     def add(self, features: torch.Tensor) -> None:
         """Queue the target's context features [n, F] of newly committed positions."""
@@ -196,8 +241,7 @@ class DraftContext:
         """Hidden states [depth, d] of the block [root, MASK x depth] after the committed context
         (the queued features are projected in the same pass)."""
         pending = 0 if self.pending is None else self.pending.shape[0]
-        if self.length + pending + depth + 1 > self.fast.capacity:
-            raise RuntimeError("the draft block runs past the drafter's context")
+        self._make_room(self.length + pending + depth + 1)
         block = torch.full((depth + 1,), self.mask_token_id, device=self.fast.device)
         block[0] = root
         hidden = self.fast.block(self.keys, self.values, self.length, embed(block), self.pending)

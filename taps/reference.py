@@ -4,8 +4,8 @@ token for token (greedy at T=0; the same draws at T>0)."""
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
 
+from .target_cache import make_target_cache
 from .verify import HeadRows, choose_token, target_body
 
 
@@ -13,11 +13,11 @@ from .verify import HeadRows, choose_token, target_body
 def sample_continuation(pair, prompt_ids: list[int], count: int, temperature: float, seed: int,
                         stop_at_eos: bool = False) -> list[int]:
     """One target forward and one choice per token (a Gumbel-max draw keyed by seed and position at T>0)."""
-    cache = DynamicCache(config=pair.target.config)
+    limit = min(count, pair.max_context - len(prompt_ids))
+    cache = make_target_cache(pair.target.config, capacity=len(prompt_ids) + max(limit, 0))
     ids = torch.tensor([prompt_ids], device=pair.device)
     pos = torch.arange(len(prompt_ids), device=pair.device).view(1, -1)
     out: list[int] = []
-    limit = min(count, pair.max_context - len(prompt_ids))
     while len(out) < limit:
         hidden, _ = target_body(pair.target, cache, ids, pos, None, None)
         last = HeadRows(pair.target, hidden).get([hidden.shape[0] - 1])[0]

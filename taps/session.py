@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-from transformers import DynamicCache
 
 from . import kernels, profiles
 from .config import DecodeConfig
@@ -28,6 +27,7 @@ from .record import STAGES, Round, build_round
 from .reference import greedy_continuation, sample_continuation
 from .selectors import RoundContext, make_selector
 from .stopping import apply_stop_rules
+from .target_cache import make_target_cache
 from .timing import StageTimer
 from .verify import HeadRows, compact_cache, edge_feedback, prefill, target_body, trim_cache, walk
 
@@ -72,7 +72,9 @@ class DecodeSession:
             self.profile = profiles.required_profile(pair, max_nodes=max(cfg.budget, 1))
         if cfg.policy.hindsight and self._oracle_tokens is None:
             self._oracle_tokens = greedy_continuation(pair, prompt_ids, cfg.max_new_tokens + self.block_size)
-        self.cache = DynamicCache(config=pair.target.config)
+        # room for the prompt, every new token and one round's tree: the cache never grows mid-decode
+        room = min(len(prompt_ids) + cfg.max_new_tokens, pair.max_context) + max(cfg.budget, 1) + 1
+        self.cache = make_target_cache(pair.target.config, capacity=room)
         self.draft_context = (DraftContext(fast_drafter(pair), pair.mask_token_id)
                               if needs_drafter else None)
         timer = StageTimer(pair.device)

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from transformers import DynamicCache
+from transformers.cache_utils import Cache
 
 from .drafter import context_features
+from .target_cache import TargetCache
 from .tree import DraftTree
 
 
@@ -44,7 +45,7 @@ def choose_token(logits: torch.Tensor, temperature: float, seed: int, position: 
     return int(torch.argmax(logits.double() / temperature + noise))
 
 
-def target_forward(target, cache: DynamicCache, input_ids: torch.Tensor, position_ids: torch.Tensor,
+def target_forward(target, cache: Cache, input_ids: torch.Tensor, position_ids: torch.Tensor,
                    attention_mask: torch.Tensor | None, feature_layers: list[int] | None):
     """Run the target with its cache; returns logits [n, V] of every row and context features
     [n, F] (or None): `target_body` and the lm_head over all of it."""
@@ -52,7 +53,7 @@ def target_forward(target, cache: DynamicCache, input_ids: torch.Tensor, positio
     return target.get_output_embeddings()(hidden), features
 
 
-def target_body(target, cache: DynamicCache, input_ids: torch.Tensor, position_ids: torch.Tensor,
+def target_body(target, cache: Cache, input_ids: torch.Tensor, position_ids: torch.Tensor,
                 attention_mask: torch.Tensor | None, feature_layers: list[int] | None):
     """The target's layers without its lm_head: final hidden states [n, d] and context features
     [n, F] (or None). Logits come from `HeadRows` for the rows a round needs. Only the feature
@@ -112,7 +113,7 @@ def _ties_last_hidden_state(decoder) -> bool:
     return True if tie is None else bool(tie)
 
 
-def prefill(target, cache: DynamicCache, prompt_ids: list[int], feature_layers: list[int] | None):
+def prefill(target, cache: Cache, prompt_ids: list[int], feature_layers: list[int] | None):
     """Fill the cache with every prompt token but the last (the first round's root); returns the
     context features of those tokens (or None)."""
     if len(prompt_ids) < 2:
@@ -187,16 +188,24 @@ def walk(tree: DraftTree, head: HeadRows, temperature: float, seed: int, start: 
         node = child
 
 
-def trim_cache(cache: DynamicCache, length: int) -> None:
-    """Drop every cached position from `length` on (transformers' crop takes a count to remove)."""
+def trim_cache(cache: Cache, length: int) -> None:
+    """Drop every cached position from `length` on (a TargetCache sets its length; transformers'
+    crop takes a count to remove)."""
+    if isinstance(cache, TargetCache):
+        cache.trim(length)
+        return
     extra = cache.get_seq_length() - length
     if extra > 0:
         cache.crop(-extra)
 
 
-def compact_cache(cache: DynamicCache, past_length: int, keep: list[int]) -> None:
+def compact_cache(cache: Cache, past_length: int, keep: list[int]) -> None:
     """Keep the cached context plus the tree entries at `keep` (relative to the tree), in order:
-    the kept entries move down into place (only the tree's tail is touched), the rest is cropped."""
+    the kept entries move down into place (only the tree's tail is touched), the rest is cropped.
+    A TargetCache does it for every layer in one gather; a DynamicCache one layer at a time."""
+    if isinstance(cache, TargetCache):
+        cache.compact(past_length, keep)
+        return
     if keep != list(range(len(keep))):
         source = None
         for layer in cache.layers:

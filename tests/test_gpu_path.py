@@ -161,3 +161,146 @@ def test_feature_tap_keeps_only_the_drafter_layers(tiny_pair):
         assert [len(layer._forward_hooks) for layer in decoder.layers] == [before[0] + 1, *before[1:]]
         assert not tap.needs_all_hidden_states
     assert [len(layer._forward_hooks) for layer in decoder.layers] == before
+
+
+# ---------------------------------------------------------------- the preallocated target cache
+def _tree_mask(parents: list[int], past: int, dtype) -> torch.Tensor:
+    n = len(parents)
+    visible = torch.zeros(n, past + n, dtype=torch.bool)
+    visible[:, :past] = True
+    for i in range(n):
+        j = i
+        while j >= 0:
+            visible[i, past + j] = True
+            j = parents[j]
+    return torch.zeros(n, past + n, dtype=dtype).masked_fill_(~visible, torch.finfo(dtype).min).view(1, 1, n, -1)
+
+
+def _decode_with(pair, cache, rounds: int = 5):
+    """Prefill, then rounds of (a tree forward, compaction to a path, one plain step); every
+    forward's hidden states and features, and the cache's keys at the end."""
+    from taps.verify import compact_cache, target_body
+
+    device, target, layers = pair.device, pair.target, list(pair.feature_layers)
+    ids = pair.encode_prompt("def mean(xs):\n    return sum(xs) / len(xs)\n")
+    out = list(target_body(target, cache, torch.tensor([ids], device=device),
+                           torch.arange(len(ids), device=device).view(1, -1), None, layers))
+    past, parents, depths = len(ids), [-1, 0, 0, 1, 3, 3], [0, 1, 1, 2, 3, 3]
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(rounds):
+        tokens = torch.randint(0, target.config.vocab_size, (1, len(parents)), generator=gen).to(device)
+        pos = (past + torch.tensor(depths)).view(1, -1).to(device)
+        out += target_body(target, cache, tokens, pos, _tree_mask(parents, past, pair.dtype).to(device), layers)
+        compact_cache(cache, past, [0, 1, 3, 5])
+        past += 4
+        out.append(target_body(target, cache, tokens[:, :1], torch.tensor([[past]], device=device), None, None)[0])
+        past += 1
+        assert cache.get_seq_length() == past
+    return out, [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+
+
+@pytest.mark.parametrize("chunk", [256, 3])
+def test_target_cache_gives_dynamic_cache_results_bit_for_bit(tiny_pair, chunk):
+    from transformers import DynamicCache
+
+    from taps.target_cache import TargetCache
+
+    target = tiny_pair.target
+    want, want_kv = _decode_with(tiny_pair, DynamicCache(config=target.config))
+    cache = TargetCache(target.config.num_hidden_layers, chunk=chunk)
+    got, got_kv = _decode_with(tiny_pair, cache)
+    assert len(got) == len(want)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(got_kv, want_kv))
+    assert cache.capacity % chunk == 0 and cache.capacity >= cache.get_seq_length()
+
+
+def test_target_cache_writes_in_place_and_grows_geometrically():
+    from taps.target_cache import TargetCache
+
+    cache = TargetCache(num_layers=3, capacity=0, chunk=4)
+    states = lambda n, fill: torch.full((1, 2, n, 8), float(fill))  # noqa: E731
+    capacities, storages = [], set()
+    for step in range(40):
+        for layer in range(3):
+            keys, values = cache.update(states(3, step), states(3, -step), layer)
+            assert keys.shape == (1, 2, 3 * (step + 1), 8) and values.shape == keys.shape
+            assert keys.untyped_storage().data_ptr() == cache.storage.untyped_storage().data_ptr()   # views
+        capacities.append(cache.capacity)
+        storages.add(cache.storage.data_ptr())
+    assert len(storages) == len(set(capacities)) <= 7              # 120 positions in chunks of 4: doubling
+    assert all(b == a or b >= 2 * a for a, b in zip(capacities, capacities[1:]))
+    keys = cache.layers[2].keys
+    assert all(torch.equal(keys[0, :, 3 * s:3 * s + 3], torch.full((2, 3, 8), float(s))) for s in range(40))
+    # compaction keeps the context and the chosen tree entries, in order, in every layer
+    before = [layer.values.clone() for layer in cache.layers]
+    pointer = cache.storage.data_ptr()
+    cache.compact(100, [0, 4, 5, 19])
+    assert cache.storage.data_ptr() == pointer and cache.get_seq_length() == 104
+    for layer, old in zip(cache.layers, before):
+        assert torch.equal(layer.values, torch.cat([old[..., :100, :], old[..., [100, 104, 105, 119], :]], dim=-2))
+    cache.compact(104, [0])                   # nothing to move: only the length changes
+    assert cache.get_seq_length() == 104
+    cache.crop(-4)
+    assert cache.get_seq_length() == 100 and cache.layers[1].keys.shape[-2] == 100
+    with pytest.raises(ValueError, match="same heads"):
+        cache.update(torch.zeros(1, 4, 1, 8), torch.zeros(1, 4, 1, 8), 0)
+
+
+def test_make_target_cache_keeps_dynamic_cache_for_sliding_layers(tiny_pair):
+    from transformers import DynamicCache, Qwen3Config
+
+    from taps.target_cache import TargetCache, make_target_cache
+
+    assert isinstance(make_target_cache(tiny_pair.target.config), TargetCache)
+    sliding = Qwen3Config(num_hidden_layers=2, hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                          num_key_value_heads=1, vocab_size=50, use_sliding_window=True, sliding_window=8,
+                          max_window_layers=0, layer_types=["sliding_attention", "sliding_attention"])
+    assert type(make_target_cache(sliding)) is DynamicCache
+
+
+@pytest.fixture(scope="module")
+def shipped32():
+    """The shipped pair, which accepts deep paths (compaction over many positions)."""
+    from taps import load_pair
+    from taps.pair import default_pair_path
+
+    return load_pair(default_pair_path(), device="cpu", dtype="float32", drafter_precision="int8")
+
+
+@pytest.mark.parametrize("pair_name", ["tiny_pair", "shipped32"])
+@pytest.mark.parametrize("selector,temperature", [("ddtree", 0.0), ("taps", 0.0), ("dflash", 0.8), ("taps", 0.8),
+                                                  ("ar", 0.8)])
+def test_sessions_decide_the_same_with_the_old_cache(request, monkeypatch, pair_name, selector, temperature):
+    """Every decision of a session (tokens, tree sizes, accepted nodes) is the one it made with
+    transformers' DynamicCache."""
+    from transformers import DynamicCache
+
+    import taps.session
+
+    pair = request.getfixturevalue(pair_name)
+
+    def run():
+        s = DecodeSession(pair, "class Stack:\n    def push(self, x):", selector=selector, budget=12,
+                          temperature=temperature, seed=3, max_new_tokens=24, stop_at_eos=False)
+        s.run()
+        return s.generated, [(r.selected, r.accepted) for r in s.rounds]
+
+    new = run()
+    monkeypatch.setattr(taps.session, "make_target_cache", lambda config, capacity=0: DynamicCache(config=config))
+    assert run() == new
+    if pair_name == "shipped32" and selector != "ar":
+        assert max(len(accepted) for _, accepted in new[1]) >= (3 if temperature == 0 else 2)   # deep paths compacted
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_plain_decoding_is_unchanged_by_the_cache(shipped32, monkeypatch, temperature):
+    from transformers import DynamicCache
+
+    import taps.reference
+    from taps import sample_continuation
+
+    prompt = shipped32.encode_prompt("def is_prime(n):")
+    new = sample_continuation(shipped32, prompt, 40, temperature, seed=5)
+    monkeypatch.setattr(taps.reference, "make_target_cache", lambda config, capacity=0: DynamicCache(config=config))
+    assert sample_continuation(shipped32, prompt, 40, temperature, seed=5) == new

@@ -267,6 +267,7 @@ def current_pair(stop: bool = True) -> ModelPair | None:
 # ---------------------------------------------------------------------------- latency profiles
 OVERRIDE = "_profile_override"   # a profile id a link asked for (use_profile)
 ROOFLINE = "roofline"            # the "Model the speed on" choice whose device and model are picked below it
+SHAPES = "measured shape"        # the choice whose shape profile (assets/profiles, measured-shape) is picked below it
 
 
 def profile_limit(pair: ModelPair) -> int:
@@ -312,6 +313,10 @@ def _modelled_id(pair: ModelPair | None) -> str:
     if choice == ROOFLINE:
         return roofline.profile_id(st.session_state.get("roofline_device", "h200"),
                                    st.session_state.get("roofline_model", "qwen3-8b"))
+    if choice == SHAPES:
+        shapes = speed.shape_profiles()
+        chosen = st.session_state.get("shape_profile")
+        return chosen if chosen in shapes else next(iter(shapes), "")
     if choice != THIS_MACHINE:
         return choice
     return run_profile(pair)[1]
@@ -336,6 +341,9 @@ def short_profile_name() -> str:
         return THIS_MACHINE
     if profile_id.startswith(roofline.PREFIX):
         return profile_label(profile_id).replace("roofline estimate: ", "") + " (roofline estimate)"
+    shapes = speed.shape_profiles()
+    if profile_id in shapes:
+        return speed.shape_option(shapes[profile_id]) + " (measured shape)"
     return "reference CPU" if "cpu" in profile_id else "-".join(profile_id.split("-")[:2])
 
 
@@ -410,20 +418,25 @@ def _model_the_speed(pair: ModelPair | None, run_id: str) -> None:
     """The "Model the speed on" choice: the runs' profile, a shipped reference measured for this pair,
     or a roofline what-if (device × target shape), labelled as an estimate."""
     references = [name for name in _pair_references(pair) if name != run_id]
-    options = [THIS_MACHINE, *references, ROOFLINE]
+    shapes = speed.shape_profiles()
+    options = [THIS_MACHINE, *references, *([SHAPES] if shapes else []), ROOFLINE]
     state = st.session_state
     state.setdefault("model_profile", THIS_MACHINE)
     if state["model_profile"] not in options:
         state["model_profile"] = THIS_MACHINE
-    keep("model_profile", "roofline_device", "roofline_model")
+    keep("model_profile", "roofline_device", "roofline_model", "shape_profile")
     st.radio("Model the speed on", options, key="model_profile",
              format_func=lambda name: _runs_option(run_id) if name == THIS_MACHINE else
-             "roofline estimate (what-if hardware)" if name == ROOFLINE else f"{name} (reference)",
+             "roofline estimate (what-if hardware)" if name == ROOFLINE else
+             "measured target shape (what-if hardware)" if name == SHAPES else f"{name} (reference)",
              help="Modelled speed-up = τ × AR step / round time, both read from this one profile: measured ones "
-                  "were timed on real hardware; a roofline estimate prices the same rounds on a device and target "
-                  "shape from published constants, " + roofline.FORMULA + ".")
+                  "were timed on real hardware; a measured target shape prices this pair's rounds at the costs "
+                  "timed for a public target's shape (random weights) on another device; a roofline estimate "
+                  "prices them on a device and target shape from published constants, " + roofline.FORMULA + ".")
     if state["model_profile"] == ROOFLINE:
         _roofline_pickers(pair)
+    elif state["model_profile"] == SHAPES:
+        _shape_picker(pair, shapes)
     chosen = model_profile(pair)
     st.caption("Modelled figures use: " + (speed.profile_name(chosen) if chosen is not None else "no latency profile"))
 
@@ -457,6 +470,25 @@ def _roofline_pickers(pair: ModelPair | None) -> None:
                    f"{against} (1: a 64-node tree costs what one token costs).", help=roofline.FORMULA)
 
 
+def _shape_picker(pair: ModelPair | None, shapes: dict) -> None:
+    """The measured shape profile the what-if prices rounds with (device × target shape × context)."""
+    state = st.session_state
+    if state.get("shape_profile") not in shapes:
+        state["shape_profile"] = next(iter(shapes))
+    st.selectbox("Measured on", list(shapes), key="shape_profile",
+                 format_func=lambda name: speed.shape_option(shapes[name]),
+                 help="Costs timed by `python -m taps.eval.shape_profile` (scripts/gpu_check.sh) for a randomly "
+                      "initialised target and DFlash drafter at a public checkpoint's shape: its verify curve, "
+                      "drafter pass and AR step. Random weights accept nothing: the acceptance (τ, tree sizes) stays "
+                      "this pair's own.")
+    chosen, (measured, run_id) = model_profile(pair), run_profile(pair)
+    if chosen is not None:
+        against = (f"; {roofline.ratio(measured):.2f} on {profile_label(run_id)}"
+                   if measured is not None and measured.kind == "measured" else "")
+        st.caption(f"**Measured shape**, random weights: verify(64) / verify(1) = {roofline.ratio(chosen):.2f} there"
+                   f"{against}.")
+
+
 def profile_sidebar(pair: ModelPair | None) -> None:
     """Which profile the runs' trees and the modelled figures use (named, always), measuring this
     machine's own in the background, and the what-if profiles."""
@@ -477,7 +509,8 @@ def profile_sidebar(pair: ModelPair | None) -> None:
         _measure_controls(pair, profile, profile_id)
         _profile_notices()
     _model_the_speed(pair, profile_id)
-    others = {name: p.pair for name, p in _references(None).items() if name not in _pair_references(pair)}
+    others = {name: p.pair for name, p in _references(None).items()
+              if name not in _pair_references(pair) and p.kind != speed.SHAPE_KIND}
     if pair is not None and others:
         st.caption("Not offered: " + "; ".join(f"{name} (measured for {owner or 'an unnamed pair'}, not {pair.name})"
                                               for name, owner in others.items())

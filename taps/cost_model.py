@@ -30,7 +30,7 @@ from .paths import PROFILES_DIR
 from .policies import AR
 
 PROFILE_FORMAT = 3
-KINDS = ("measured", "roofline")
+KINDS = ("measured", "roofline", "measured-shape")
 
 
 @dataclass
@@ -50,6 +50,7 @@ class LatencyProfile:
     repeats: int = 0
     source: str = "measured"         # measured | published | fixed (tests), or a sentence naming where it came from
     kind: str = "measured"           # measured (timed on a device) | roofline (estimated from shapes, taps.roofline)
+                                     # | measured-shape (a public shape, random weights: taps.eval.shape_profile)
     device_name: str = ""            # the device in words ("NVIDIA H200", "2-core reference CPU")
     dtype: str = ""                  # the precision the target ran at ("float32", "bfloat16")
     model: dict = field(default_factory=dict)   # the target's shape (taps.roofline.MODEL_FIELDS: params, layers, ...)

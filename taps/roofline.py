@@ -213,3 +213,42 @@ def roofline_ids(pair=None, data: dict | None = None) -> list[str]:
 def ratio(profile: LatencyProfile, big: int = 64, small: int = 1) -> float:
     """verify(big) / verify(small): about 1 where a tree is as cheap as a token, more where it grows."""
     return float(profile.verify_time(big) / profile.verify_time(small))
+
+
+# ---------------------------------------------------------------------------- the estimate against a measurement
+def device_for(device_name: str, data: dict | None = None) -> str | None:
+    """The data file's device whose key is in a device's name ("NVIDIA H200" -> "h200", "CPU, 2 threads"
+    -> "cpu"), or None when none is."""
+    data = data or load_data()
+    flat = "".join(c for c in str(device_name).lower() if c.isalnum())
+    return next((key for key in data["devices"] if key in flat), None)
+
+
+def estimate_error(profile: LatencyProfile, device: str, drafter_config=None, data: dict | None = None) -> list[dict]:
+    """The roofline estimate on `device` against a measured profile of a target shape (its `model`),
+    at the profile's own context length: one row per verify size, the AR step and the drafter pass,
+    each {"what": "verify" | "ar" | "draft", "size": m or None, "measured_s", "estimate_s", "error"},
+    error = estimate / measured - 1 (below 0: the estimate is optimistic). The drafter is priced
+    from `drafter_config` when given, else the data file's DFlash rule. Verify compares the medians
+    before the monotone fit; the AR step and the round costs carry the data file's host costs on
+    both sides."""
+    data = data or load_data()
+    if device not in data["devices"]:
+        raise ValueError(f"unknown roofline device {device!r}: one of {', '.join(data['devices'])}")
+    shape = profile.model
+    if not shape or any(k not in shape for k in MODEL_FIELDS):
+        raise ValueError("comparing with a roofline estimate needs a measured profile with the target's shape (model)")
+    dev, context = data["devices"][device], int(profile.context_length)
+    measured = profile.raw_verify_s or profile.verify_s
+    estimate = pass_seconds(dev, shape, np.asarray(profile.sizes) + 1, context)
+    rows = [{"what": "verify", "size": int(m), "measured_s": float(t), "estimate_s": float(e)}
+            for m, t, e in zip(profile.sizes, measured, estimate)]
+    ar_estimate = float(pass_seconds(dev, shape, 1, context)) + float(data["host_s"].get(AR.name, 0.0))
+    rows.append({"what": AR.name, "size": None, "measured_s": float(profile.ar_step_s), "estimate_s": ar_estimate})
+    draft_shape, block = drafter_shape(data, shape, drafter_config)
+    if block and profile.draft_s > 0:
+        rows.append({"what": "draft", "size": None, "measured_s": float(profile.draft_s),
+                     "estimate_s": float(pass_seconds(dev, draft_shape, block, context))})
+    for row in rows:
+        row["error"] = row["estimate_s"] / row["measured_s"] - 1.0 if row["measured_s"] > 0 else float("nan")
+    return rows

@@ -106,11 +106,45 @@ MEASURE_REASON = ("trees are sized from the reference CPU's timings until this m
                   "about a minute")
 
 
+SHAPE_KIND = "measured-shape"  # a public target's shape timed on a device with random weights (taps.eval.shape_profile)
+
+
+def _article(words: str) -> str:
+    """"a" or "an" before `words` as read aloud ("an NVIDIA H200", "a CPU", "an Apple M3")."""
+    first = words.split()[0] if words.split() else ""
+    if first.isupper() and len(first) > 1:
+        return "an" if first[0] in "AEFHILMNORSX" else "a"
+    return "an" if first[:1].lower() in "aeiou" else "a"
+
+
+def shape_label(profile) -> str:
+    """What a measured shape profile prices, in words: "costs of a Qwen3-8B-shaped target on an NVIDIA
+    H200 (measured, random weights, context 2048); acceptance of this pair"."""
+    device = profile.device_label()
+    model = profile.model.get("name") or "public"
+    return (f"costs of a {model}-shaped target on {_article(device)} {device} (measured, random weights, "
+            f"context {profile.context_length}); acceptance of this pair")
+
+
+def shape_option(profile) -> str:
+    """A measured shape profile in a few words, for a menu: "NVIDIA H200 × Qwen3-8B, context 2048"."""
+    return f"{profile.device_label()} × {profile.model.get('name') or '?'}, context {profile.context_length}"
+
+
+def shape_profiles() -> dict:
+    """The measured shape profiles shipped in assets/profiles (kind measured-shape), by id: the costs
+    of a public target's shape on a device nobody here has, offered for any pair's what-if (the
+    rounds, and so the acceptance, stay this pair's)."""
+    return {name: p for name, p in sorted(_shipped().items()) if p.kind == SHAPE_KIND}
+
+
 def profile_name(profile) -> str:
     """A profile's name as every modelled figure shows it: what, where and when it was measured, or
-    that it is a roofline estimate."""
+    that it is a roofline estimate, or a measured shape's costs."""
     if profile is None:
         return "no latency profile"
+    if profile.kind == SHAPE_KIND:
+        return shape_label(profile)
     if profile.kind == "roofline":
         return profile.source.split(" (not measured)")[0] + " (not measured)"
     if profile.source in ("measured", "fixed"):
@@ -145,14 +179,17 @@ def profile_label(profile_id: str, pair=None) -> str:
     found = _shipped().get(profile_id)
     if found is None:
         return f"{profile_id} (not shipped with this app)"
+    if found.kind == SHAPE_KIND:
+        return shape_label(found)
     return f"the {found.device_label()}'s measured profile ({found.pair})"
 
 
 def resolve_profile(pair, profile_id: str, budget: int = 0):
     """The profile an id names for this pair: (profile, "") or (None, why not). Trees larger than
     it was measured for are priced on the line through its last two sizes (`verify_time`), so
-    `budget` does not rule a profile out. Ids: `machine`, a shipped reference (`reference-cpu-taps-code-10m`), or a
-    roofline estimate (`roofline-<device>-<model>`)."""
+    `budget` does not rule a profile out. Ids: `machine`, a shipped reference (`reference-cpu-taps-code-10m`), a
+    roofline estimate (`roofline-<device>-<model>`), or a shipped measured shape profile
+    (`h200-qwen3-8b-bfloat16-ctx2048`: any pair's rounds priced at that shape's measured costs)."""
     from .. import roofline
     from ..profiles import same_pair, saved_profile
 
@@ -169,6 +206,8 @@ def resolve_profile(pair, profile_id: str, budget: int = 0):
     found = _shipped().get(profile_id)
     if found is None:
         return None, f"no shipped profile is called {profile_id!r}"
+    if found.kind == SHAPE_KIND:
+        return found, ""
     if not same_pair(found, pair):
         return None, f"{profile_id} was measured for {found.pair or 'another pair'}, not for {pair.name}"
     return found, ""

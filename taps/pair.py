@@ -115,6 +115,20 @@ class ModelPair:
                 "max_context": self.max_context}
 
 
+def content_fingerprint(folders: list[Path]) -> str:
+    """A sha1 over the names, sizes and bytes of every file in the folders: exact, and as slow as
+    reading them all. For training's caches and stamps (features of a target retrained in place
+    must not be reused); loading a pair uses the cheap `fingerprint`."""
+    digest = hashlib.sha1()
+    for folder in folders:
+        for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+            digest.update(f"{path.name}:{path.stat().st_size}".encode())
+            with path.open("rb") as fh:
+                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+    return digest.hexdigest()
+
+
 FINGERPRINT_FORMAT = "taps-fingerprint-2"
 READ_LIMIT = 1_000_000    # bytes a fingerprint reads of one folder, at most
 WHOLE_FILE = 64 << 10     # files up to this size are read whole; larger ones by their two ends:

@@ -316,7 +316,7 @@ def cached_features(target, target_folder: Path, seqs: np.ndarray, seqs_t: torch
     `DiskRows` that load only the rows a step asks for. With `features_from` (an earlier run's
     drafter_data), the rows of its features for a prefix of these sequences are copied, not
     recomputed (`seed_features`)."""
-    from taps.pair import fingerprint
+    from taps.pair import content_fingerprint as fingerprint
 
     target_print = fingerprint([target_folder])
     key = feature_key(target_print, layer_ids, final, seqs)
@@ -476,7 +476,7 @@ def check_data_target(data_dir: Path, target_folder: Path) -> None:
     """The regenerated sequences in `data_dir` are the greedy text of one target: refuse to go on
     with them under another (the unloop stage replaces OUT/target), and stamp a new folder with the
     target's fingerprint."""
-    from taps.pair import fingerprint
+    from taps.pair import content_fingerprint as fingerprint
 
     stamp = data_dir / "target.json"
     current = fingerprint([target_folder])

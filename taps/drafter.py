@@ -9,7 +9,10 @@ frozen and not part of this module.
 
 Module and config names follow the public DFlash checkpoints (`layers.N.self_attn.q_proj`, `fc`,
 `hidden_norm`, `block_size`, `dflash_config.target_layer_ids`, ...), so their safetensors load into
-`DFlashDrafter` with strict key matching and without `trust_remote_code`.
+`DFlashDrafter` with strict key matching and without `trust_remote_code`. `target_layer_ids` and
+`mask_token_id` are read from `dflash_config` or from the config's top level (both layouts are
+published); a config naming the layers nowhere gets the evenly spaced default with a warning.
+Drafters with sliding-window layers are refused: this engine's drafter attends to the whole context.
 """
 
 from __future__ import annotations

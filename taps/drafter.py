@@ -282,7 +282,8 @@ class DFlashDrafter(nn.Module):
         config = Qwen3Config.from_pretrained(folder)
         for name in ("block_size", "num_target_layers"):
             if getattr(config, name, None) is None:
-                raise ValueError(f"{folder}/{CONFIG_NAME} is not a DFlash drafter config: '{name}' is missing")
+                raise ValueError(f"{folder}/{CONFIG_NAME} is not a DFlash drafter config: '{name}' is missing; "
+                                 f"pass a DFlash drafter's folder or hub id (e.g. z-lab/Qwen3-4B-DFlash-b16)")
         model = cls(config)
         state = _load_safetensors(folder)
         _check_shapes(model, state, folder)

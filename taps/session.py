@@ -29,6 +29,7 @@ from .selectors import RoundContext, make_selector
 from .stopping import apply_stop_rules
 from .target_cache import make_target_cache
 from .timing import StageTimer
+from .tree import TreeMaskBuffer
 from .verify import HeadRows, compact_cache, edge_feedback, prefill, target_body, trim_cache, walk
 
 __all__ = ["DecodeConfig", "DecodeSession", "Round", "STAGES", "greedy_continuation", "sample_continuation"]
@@ -75,6 +76,7 @@ class DecodeSession:
         # room for the prompt, every new token and one round's tree: the cache never grows mid-decode
         room = min(len(prompt_ids) + cfg.max_new_tokens, pair.max_context) + max(cfg.budget, 1) + 1
         self.cache = make_target_cache(pair.target.config, capacity=room)
+        self.tree_mask = TreeMaskBuffer(pair.dtype, pair.device, rows=cfg.budget + 1, columns=room)
         self.draft_context = (DraftContext(fast_drafter(pair), pair.mask_token_id)
                               if needs_drafter else None)
         timer = StageTimer(pair.device)
@@ -154,10 +156,10 @@ class DecodeSession:
                                    temperature=self.config.temperature)
 
     def _verify(self, tree, start: int):
-        ids, pos, mask = tree.verify_inputs(start, start, self.pair.dtype, self.pair.device)
+        ids, pos, mask = self.tree_mask.verify_inputs(tree, start, start)
         layers = self.pair.feature_layers if self.draft_context is not None else None
         try:
-            return target_body(self.pair.target, self.cache, ids, pos, mask if tree.size else None, layers)
+            return target_body(self.pair.target, self.cache, ids, pos, mask, layers)
         except torch.cuda.OutOfMemoryError as exc:
             trim_cache(self.cache, start)
             raise RuntimeError(f"the GPU ran out of memory verifying {tree.size} nodes; lower the budget "

@@ -82,11 +82,13 @@ class DraftTree:
         return path_to(self.parents, node)
 
     def ancestor_matrix(self) -> np.ndarray:
-        """visible[i, j] = True when node j is node i or one of its ancestors."""
+        """visible[i, j] = True when node j is node i or one of its ancestors (a depth level at a
+        time: a node's row is its parent's row plus itself)."""
         n = len(self.tokens)
         visible = np.eye(n, dtype=bool)
-        for i in range(1, n):
-            visible[i] |= visible[int(self.parents[i])]
+        for depth in range(1, int(self.depths.max(initial=0)) + 1):
+            level = np.flatnonzero(self.depths == depth)
+            visible[level] |= visible[self.parents[level]]
         return visible
 
     def is_prefix_closed(self) -> bool:
@@ -102,3 +104,52 @@ class DraftTree:
         mask = torch.zeros(n, past_length + n, dtype=dtype, device=device)
         mask.masked_fill_(~visible, torch.finfo(dtype).min)
         return input_ids, position_ids, mask.view(1, 1, n, past_length + n)
+
+
+class TreeMaskBuffer:
+    """The verify inputs of a session's rounds, built into buffers that live on the device.
+
+    The additive mask of a round is [n, past + n]: zeros over the cached context, the ancestor
+    block (0 where visible, the dtype's minimum elsewhere) over the tree. One zeroed buffer
+    [rows, columns] serves every round: the context part is never written, each round writes only
+    its [n, n] ancestor block (and zeroes the previous round's block first), and the mask is a view
+    of the first n rows and past + n columns. Values are exactly `DraftTree.verify_inputs`'s. The
+    buffer grows (in chunks, at least doubling) when a round needs more rows or columns. Token and
+    position ids go to the device in one copy, the ancestor block in another."""
+
+    def __init__(self, dtype: torch.dtype, device: torch.device | str, rows: int = 0, columns: int = 0,
+                 chunk: int = 256):
+        self.dtype, self.device = dtype, torch.device(device)
+        self.chunk = max(int(chunk), 1)
+        self.want = (max(int(rows), 0), max(int(columns), 0))
+        self.buffer: torch.Tensor | None = None
+        self._written: tuple[int, int] | None = None     # (n, past) of the block written last
+
+    def _fit(self, rows: int, columns: int) -> None:
+        have = self.buffer.shape if self.buffer is not None else (0, 0)
+        if rows <= have[0] and columns <= have[1]:
+            return
+        size = [max(need, 2 * old if need > old else old, want)
+                for need, old, want in zip((rows, columns), have, self.want)]
+        self.buffer = torch.zeros(*(-(-x // self.chunk) * self.chunk for x in size), dtype=self.dtype,
+                                  device=self.device)
+        self._written = None
+
+    def verify_inputs(self, tree: DraftTree, start: int, past_length: int):
+        """input_ids [1, n+1], position_ids [1, n+1] and the additive mask [1, 1, n+1, past + n+1]
+        (a view of the buffer), or None for the mask of a root-only tree (nothing to hide)."""
+        n = len(tree.tokens)
+        ids_and_positions = torch.from_numpy(np.stack([tree.tokens, start + tree.depths]).astype(np.int64))
+        ids_and_positions = ids_and_positions.to(self.device)
+        input_ids, position_ids = ids_and_positions[:1], ids_and_positions[1:]
+        if n == 1:
+            return input_ids, position_ids, None
+        self._fit(n, past_length + n)
+        if self._written is not None:
+            rows, at = self._written
+            self.buffer[:rows, at:at + rows].zero_()
+        block = self.buffer[:n, past_length:past_length + n]
+        hidden = torch.from_numpy(~tree.ancestor_matrix()).to(self.device)
+        block.masked_fill_(hidden, torch.finfo(self.dtype).min)
+        self._written = (n, past_length)
+        return input_ids, position_ids, self.buffer[:n, :past_length + n].view(1, 1, n, past_length + n)

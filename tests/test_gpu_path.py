@@ -304,3 +304,54 @@ def test_plain_decoding_is_unchanged_by_the_cache(shipped32, monkeypatch, temper
     new = sample_continuation(shipped32, prompt, 40, temperature, seed=5)
     monkeypatch.setattr(taps.reference, "make_target_cache", lambda config, capacity=0: DynamicCache(config=config))
     assert sample_continuation(shipped32, prompt, 40, temperature, seed=5) == new
+
+
+# ---------------------------------------------------------------- the tree-mask buffer
+def _random_tree(rng, n: int):
+    import numpy as np
+
+    from taps.tree import DraftTree
+
+    parents = np.array([-1] + [int(rng.integers(0, i)) for i in range(1, n)])
+    depths = np.zeros(n, dtype=np.int64)
+    for i in range(1, n):
+        depths[i] = depths[parents[i]] + 1
+    zeros = np.zeros(n)
+    return DraftTree(tokens=rng.integers(0, 1000, n), parents=parents, depths=depths, ranks=zeros.astype(int),
+                     marginal_logprob=zeros, path_logprob=zeros, reach=np.ones(n))
+
+
+def test_ancestor_matrix_by_levels_equals_the_walk_up_each_path():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 7, 40, 300):
+        tree = _random_tree(rng, n)
+        want = np.eye(n, dtype=bool)
+        for i in range(1, n):
+            want[i] |= want[tree.parents[i]]
+        assert np.array_equal(tree.ancestor_matrix(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_mask_buffer_gives_verify_inputs_bit_for_bit(dtype):
+    import numpy as np
+
+    from taps.tree import TreeMaskBuffer
+
+    rng = np.random.default_rng(1)
+    buffer = TreeMaskBuffer(dtype, "cpu", rows=17, columns=100, chunk=16)
+    past, pointers = 30, []
+    for n, step in [(17, 0), (5, 3), (1, 1), (12, 6), (17, 2), (40, 4), (9, 50), (3, -20)]:
+        past += step
+        tree = _random_tree(rng, n)
+        want = tree.verify_inputs(past, past, dtype, torch.device("cpu"))
+        got = buffer.verify_inputs(tree, past, past)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        if n == 1:
+            assert got[2] is None                               # a root-only tree verifies without a mask
+        else:
+            assert got[2].shape == want[2].shape and torch.equal(got[2], want[2])
+        pointers.append(buffer.buffer.data_ptr())
+    assert len(set(pointers[:4])) == 1                          # reused while it fits (grown for 40 rows after)
+    assert buffer.buffer.shape[0] % 16 == 0 and buffer.buffer.shape[1] % 16 == 0

@@ -98,6 +98,7 @@ def test_bad_settings_get_a_message(tmp_path, capsys):
                         (["--contexts", "abc"], "--contexts must be whole numbers"),
                         (["--contexts", "40000", "--max-nodes", "1024"], "lower --contexts or --max-nodes"),
                         (["--max-nodes", "0"], "--max-nodes must be from 1"),
+                        (["--device", "gpu"], "--device must be auto, cpu or cuda"),
                         (["--dry-run", "--copy-to", str(tmp_path)], "refused with --dry-run")):
         assert shape_profile.main([*args, "--out", str(tmp_path / "x")]) == 2
         assert words in capsys.readouterr().err

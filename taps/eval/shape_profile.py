@@ -395,6 +395,8 @@ def _settings(args) -> dict:
             raise ShapeProfileError("--copy-to is refused with --dry-run: tiny shapes are no figures for assets/")
         device, dtype = torch.device("cpu"), torch.float32
     else:
+        if args.device not in ("auto", "cpu", "cuda") and not args.device.startswith("cuda:"):
+            raise ShapeProfileError(f"--device must be auto, cpu or cuda, got {args.device!r}")
         device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                               "cpu" if args.device == "auto" else args.device)
         if device.type == "cuda" and not torch.cuda.is_available():

@@ -17,7 +17,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import math
 
 import pytest
 import torch
@@ -134,3 +136,138 @@ def test_fused_drafter_builds_and_drafts_at_full_size_on_meta(meta_models):
         out = context.draft(7, drafter.block_size - 1, torch.nn.Embedding(published.QWEN3_VOCAB, hidden))
         assert tuple(out.shape) == (drafter.block_size - 1, hidden)
         assert tuple(context.logits(out).shape) == (drafter.block_size - 1, published.QWEN3_VOCAB)
+
+
+# ------------------------------------------------------- (c) the drafter against the published forward
+CONTEXT, BLOCK = 20, 16
+
+
+def _norm(x: torch.Tensor, weight: torch.Tensor, eps: float, in_float32: bool = False) -> torch.Tensor:
+    """RMSNorm; `in_float32` as transformers' Qwen3RMSNorm computes it (in float32 whatever the
+    dtype, so a float64 model normalises to float32 rounding: the public DFlash module and our
+    DFlashDrafter use it; the fused drafter normalises in the model's dtype)."""
+    if in_float32:
+        x32 = x.to(torch.float32)
+        return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * weight
+
+
+def _rotary(positions: torch.Tensor, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [n, head_dim] of Qwen3's default rotary embedding. The angles are float32 products,
+    as transformers' Qwen3RotaryEmbedding (which the published DFlash forward uses) computes them,
+    whatever the model's dtype."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, HEAD_DIM, 2, dtype=torch.float32) / HEAD_DIM)
+    angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().double(), angles.sin().double()
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [n, heads, head_dim]: each half-pair (i, i + head_dim/2) turned by its angle."""
+    half = HEAD_DIM // 2
+    turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos[:, None, :] + turned * sin[:, None, :]
+
+
+def published_forward(weights: dict[str, torch.Tensor], config, features: torch.Tensor,
+                      block: torch.Tensor, norms_in_float32: bool = False) -> torch.Tensor:
+    """The DFlash drafter's forward as published, written out plainly: context features [c, F] ->
+    fc -> hidden_norm; per layer, queries from the block (after input_layernorm), keys and values
+    from [context ; block] through the same projections (the context without input_layernorm),
+    q_norm / k_norm per head, rotary at absolute positions (context 0..c-1, block c..c+n-1),
+    attention over all c + n positions without a causal mask, 4 query heads per key/value head,
+    o_proj and the residual, the gated MLP and its residual; the final norm. Hidden states [n, d].
+    `norms_in_float32`: every RMSNorm as Qwen3RMSNorm computes it (see `_rms`)."""
+    eps, heads, kv_heads = config.rms_norm_eps, config.num_attention_heads, config.num_key_value_heads
+    theta = config.rope_parameters["rope_theta"]
+    c, n = features.shape[0], block.shape[0]
+
+    def _rms(x, weight, eps):
+        return _norm(x, weight, eps, norms_in_float32)
+
+    context = _rms(features @ weights["fc.weight"].T, weights["hidden_norm.weight"], eps)
+    cos, sin = _rotary(torch.arange(c + n), theta)
+    hidden = block
+    for i in range(config.num_hidden_layers):
+        w = {k.split(f"layers.{i}.", 1)[1]: v for k, v in weights.items() if k.startswith(f"layers.{i}.")}
+        x = _rms(hidden, w["input_layernorm.weight"], eps)
+        q = _rms((x @ w["self_attn.q_proj.weight"].T).view(n, heads, HEAD_DIM), w["self_attn.q_norm.weight"], eps)
+        both = torch.cat([context, x])
+        k = _rms((both @ w["self_attn.k_proj.weight"].T).view(c + n, kv_heads, HEAD_DIM),
+                 w["self_attn.k_norm.weight"], eps)
+        v = (both @ w["self_attn.v_proj.weight"].T).view(c + n, kv_heads, HEAD_DIM)
+        q, k = _rotate(q, cos[c:], sin[c:]), _rotate(k, cos, sin)
+        out = torch.empty(n, heads, HEAD_DIM, dtype=block.dtype)
+        for h in range(heads):
+            g = h // (heads // kv_heads)
+            scores = q[:, h] @ k[:, g].T / math.sqrt(HEAD_DIM)
+            out[:, h] = torch.softmax(scores, dim=-1) @ v[:, g]
+        hidden = hidden + out.reshape(n, heads * HEAD_DIM) @ w["self_attn.o_proj.weight"].T
+        x = _rms(hidden, w["post_attention_layernorm.weight"], eps)
+        gate, up = x @ w["mlp.gate_proj.weight"].T, x @ w["mlp.up_proj.weight"].T
+        hidden = hidden + (gate * torch.sigmoid(gate) * up) @ w["mlp.down_proj.weight"].T
+    return _rms(hidden, weights["norm.weight"], eps)
+
+
+@pytest.fixture(scope="module")
+def drafter64():
+    """A two-layer drafter at the Qwen3-4B widths (published config, float64), random weights with
+    every norm weight away from one (so a permuted or skipped norm shows), and its inputs."""
+    config = published.drafter_config("qwen3-4b", num_layers=2)
+    torch.manual_seed(0)
+    drafter = DFlashDrafter(config).to(torch.float64).eval()
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in drafter.parameters():
+            if p.dim() >= 2:
+                p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype) * 0.03)
+            else:
+                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=generator, dtype=p.dtype))
+    hidden = config.hidden_size
+    features = torch.randn(CONTEXT, len(drafter.target_layer_ids) * hidden, generator=generator, dtype=torch.float64)
+    table = torch.randn(8, hidden, generator=generator, dtype=torch.float64)   # row 0: the mask's embedding
+    mask = drafter.mask_token_id
+
+    def embed(ids: torch.Tensor) -> torch.Tensor:
+        return table[torch.where(ids == mask, 0, 1 + ids % 7)]
+
+    yield drafter, features, embed
+    del drafter
+    gc.collect()
+
+
+def _block(drafter, embed, root: int) -> torch.Tensor:
+    return embed(torch.tensor([root] + [drafter.mask_token_id] * (BLOCK - 1)))
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    error = (got - want).abs().max().item()
+    assert error <= 1e-8 * want.abs().max().item(), f"{what}: max abs error {error:.3g}"
+
+
+@pytest.mark.slow
+def test_fused_drafter_matches_the_published_forward(drafter64):
+    drafter, features, embed = drafter64
+    weights = {k: v for k, v in drafter.state_dict().items() if "rotary_emb" not in k}
+    assert drafter.config.num_attention_heads * HEAD_DIM != drafter.config.hidden_size    # 4096 != 2560
+    fast = FastDrafter(drafter, torch.nn.Linear(drafter.config.hidden_size, 8, dtype=torch.float64))
+    with torch.no_grad():
+        want = published_forward(weights, drafter.config, features, _block(drafter, embed, 3))
+        # the context and the block in one pass (the features projected in the same call)
+        context = DraftContext(fast, drafter.mask_token_id)
+        context.add(features)
+        _close(context.draft(3, BLOCK - 1, embed), want[1:], "fused, one pass")
+        # the context in two parts: a first draft after 12 positions, whose block's keys/values
+        # sit where the next 8 context positions go and must be overwritten by them
+        context = DraftContext(fast, drafter.mask_token_id)
+        context.add(features[:12])
+        early = published_forward(weights, drafter.config, features[:12], _block(drafter, embed, 5))
+        _close(context.draft(5, BLOCK - 1, embed), early[1:], "fused, after 12 positions")
+        context.add(features[12:])
+        _close(context.draft(3, BLOCK - 1, embed), want[1:], "fused, after 12 + 8 positions")
+        # the training module (DFlashDrafter itself, built like the public one from transformers'
+        # Qwen3RMSNorm, which normalises in float32), every row of the block
+        want32 = published_forward(weights, drafter.config, features, _block(drafter, embed, 3), norms_in_float32=True)
+        cache = drafter.new_cache()
+        drafter.extend_cache(cache, features[None])
+        _close(drafter.draft_block(cache, _block(drafter, embed, 3)[None])[0], want32, "DFlashDrafter")

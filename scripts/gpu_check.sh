@@ -48,8 +48,6 @@ if [ $dry -eq 1 ]; then
   OUT="${out_arg:-$(mktemp -d)/gpu_check-dry-run}"
   device=cpu; dtype=float32
   default_limits="120,120,120,150,150"
-  echo "gpu_check: DRY RUN on the CPU (tiny shapes, float32, a tiny bench, a few tests); nothing is written" \
-       "into assets/profiles"
 else
   OUT="${out_arg:-results/gpu_check-$(date +%Y%m%d-%H%M%S)}"
   device=cuda; dtype=bfloat16
@@ -57,6 +55,22 @@ else
   command -v nvidia-smi >/dev/null 2>&1 \
     || fail "no nvidia-smi here: this check needs a machine with an NVIDIA GPU and its driver (nothing was run;" \
             "scripts/gpu_check.sh --dry-run checks the script on the CPU)"
+fi
+limits="${GPU_CHECK_LIMITS:-$default_limits}"
+IFS=, read -r limit_shape8 limit_shape4 limit_profile limit_bench limit_tests extra <<< "$limits"
+for value in "$limit_shape8" "$limit_shape4" "$limit_profile" "$limit_bench" "$limit_tests"; do
+  [[ "$value" =~ ^[1-9][0-9]*$ ]] && [ -z "$extra" ] \
+    || fail "GPU_CHECK_LIMITS must be five whole numbers of seconds, shapes-8B,shapes-4B,profile,bench,tests" \
+            "(e.g. $default_limits), got '$limits'"
+done
+
+mkdir -p "$OUT" || fail "cannot create $OUT"
+exec > >(tee -a "$OUT/gpu_check.log") 2>&1      # the whole output, written as it goes
+echo "gpu_check: $(date -u '+%Y-%m-%d %H:%M UTC'), outputs in $OUT"
+if [ $dry -eq 1 ]; then
+  echo "gpu_check: DRY RUN on the CPU (tiny shapes, float32, a tiny bench, a few tests); nothing is written" \
+       "into assets/profiles"
+else
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
     || fail "nvidia-smi finds no usable GPU (nothing was run)"
   "$PYTHON" - <<'EOF' || fail "torch cannot use the GPU (nothing was run); install a CUDA build of torch"
@@ -74,19 +88,8 @@ fi
 "$PYTHON" -c "import sys; from taps.pair import default_pair_path; sys.exit(0 if default_pair_path() else 1)" \
   || fail "no shipped pair under assets/models (a folder with pair.json); nothing was run"
 
-limits="${GPU_CHECK_LIMITS:-$default_limits}"
-IFS=, read -r limit_shape8 limit_shape4 limit_profile limit_bench limit_tests extra <<< "$limits"
-for value in "$limit_shape8" "$limit_shape4" "$limit_profile" "$limit_bench" "$limit_tests"; do
-  [[ "$value" =~ ^[1-9][0-9]*$ ]] && [ -z "$extra" ] \
-    || fail "GPU_CHECK_LIMITS must be five whole numbers of seconds, shapes-8B,shapes-4B,profile,bench,tests" \
-            "(e.g. $default_limits), got '$limits'"
-done
-
 # this check's latency profiles go to a fresh folder, not the user's cache
 export TAPS_CACHE="$(mktemp -d)"
-mkdir -p "$OUT" || fail "cannot create $OUT"
-exec > >(tee -a "$OUT/gpu_check.log") 2>&1
-echo "gpu_check: $(date -u '+%Y-%m-%d %H:%M UTC'), $([ $dry -eq 1 ] && echo 'dry run, ')outputs in $OUT"
 failed=()
 step() {   # step NAME SECONDS COMMAND...
   local name="$1" limit="$2"; shift 2

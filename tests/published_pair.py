@@ -37,7 +37,7 @@ def _normal(module: torch.nn.Module, std: float, generator: torch.Generator, ski
 
 def build_published_pair(folder: Path, name: str = "qwen3-4b", target_layers: int = 2, drafter_layers: int = 1,
                          target_layer_ids: list[int] | None = None, intermediate_size: int | None = None,
-                         seed: int = 0, embed_std: float = 0.02, layer_std: float = 0.05) -> Path:
+                         seed: int = 0, embed_std: float = 0.03, layer_std: float = 0.05) -> Path:
     """Write target/ (model + tokenizer), drafter/, scorer/ and pair.json under `folder`; return it.
     `target_layer_ids` default to every target layer; `intermediate_size` to the published one."""
     generator = torch.Generator().manual_seed(seed)

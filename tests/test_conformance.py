@@ -21,14 +21,22 @@ import gc
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
-from transformers import Qwen3ForCausalLM
+from conftest import fixed_profile
+from published_pair import build_published_pair
+from transformers import DynamicCache, Qwen3ForCausalLM
 
-from taps import published
+from taps import DecodeSession, greedy_continuation, load_pair, published, sample_continuation
+from taps.config import ESTIMATORS
 from taps.drafter import DFlashDrafter
-from taps.fast_drafter import DraftContext, FastDrafter
+from taps.fast_drafter import DraftContext, FastDrafter, fast_drafter
+from taps.policies import AR, DDTREE, DFLASH, ORACLE, TAPS, Policy, policy, register, unregister
 from taps.roofline import load_data, model_shape
+from taps.selectors import Selector
+from taps.tree import DraftTree
+from taps.verify import HeadRows, compact_cache, prefill, target_body, walk
 
 NAMES = ("qwen3-4b", "qwen3-8b")
 HEAD_DIM = 128
@@ -271,3 +279,216 @@ def test_fused_drafter_matches_the_published_forward(drafter64):
         cache = drafter.new_cache()
         drafter.extend_cache(cache, features[None])
         _close(drafter.draft_block(cache, _block(drafter, embed, 3)[None])[0], want32, "DFlashDrafter")
+
+
+# ------------------------------------------------------------ (b) a random pair at the 4B widths
+PROMPT = "def fibonacci(n):\n    return"
+NEW = 4                    # tokens per selector decode: a random drafter accepts nothing, so one a round
+DEPTHS = (4, 6, 3, 5)      # the planted continuation's depth, round by round: tau = depth + 1
+PLANTED = sum(DEPTHS) + len(DEPTHS)
+T_SAMPLE, SEED = 0.8, 1234
+VOCAB = published.QWEN3_VOCAB
+
+
+@pytest.fixture(scope="module")
+def pair4b(tmp_path_factory):
+    """Built, saved and loaded through load_pair (CPU, float32). The drafter runs at the pair's own
+    precision ("same"): int8's per-call activation scales would make the drafter's context depend
+    on how its rows were batched, and the context check below compares batchings."""
+    folder = build_published_pair(tmp_path_factory.mktemp("published") / "qwen3-4b-widths")
+    pair = load_pair(folder, device="cpu", dtype="float32", drafter_precision="same")
+    yield pair
+    from taps import estimate
+    from taps import fast_drafter as fused
+
+    fused._BUILT.clear()            # the fused drafter and the scorer's tables hold GBs of this pair
+    estimate._TABLES.clear()
+    del pair
+    gc.collect()
+
+
+@pytest.fixture(scope="module")
+def references(pair4b):
+    """The prompt's ids and AR's continuations: greedy, and sampled at T_SAMPLE with SEED."""
+    ids = pair4b.encode_prompt(PROMPT)
+    return (ids, greedy_continuation(pair4b, ids, PLANTED),
+            sample_continuation(pair4b, ids, PLANTED, T_SAMPLE, SEED))
+
+
+@pytest.mark.slow
+def test_random_pair_has_the_published_widths(pair4b, references):
+    config, drafter = pair4b.target.config, pair4b.drafter
+    assert (config.hidden_size, config.num_attention_heads, config.num_key_value_heads, config.head_dim,
+            config.intermediate_size) == (2560, 32, 8, 128, 9728)
+    assert config.num_attention_heads * config.head_dim != config.hidden_size
+    assert config.vocab_size == VOCAB and config.tie_word_embeddings
+    assert pair4b.target.get_output_embeddings().weight is pair4b.target.get_input_embeddings().weight
+    assert pair4b.mask_token_id == published.QWEN3_MASK_TOKEN_ID > len(pair4b.tokenizer)   # outside the tokenizer
+    assert drafter.block_size == 16 and drafter.config.num_attention_heads == 32
+    assert tuple(drafter.fc.weight.shape) == (2560, len(drafter.target_layer_ids) * 2560)
+    assert pair4b.scorer is not None and pair4b.scorer.config.model_dim == 2560
+    ids, greedy, _ = references
+    assert len(set(greedy)) >= len(greedy) // 2, greedy          # a varied continuation, not one token repeated
+    # a plain forward over the whole sequence picks the same tokens, with clear margins: float32
+    # rounding (about 1e-5 of a logit here) cannot flip them
+    with torch.inference_mode():
+        logits = pair4b.target(torch.tensor([ids + greedy])).logits[0, len(ids) - 1:-1].float()
+    top = logits.topk(2, dim=-1)
+    assert top.indices[:, 0].tolist() == greedy
+    assert (top.values[:, 0] - top.values[:, 1]).min().item() > 1e-3
+
+
+def _runs():
+    runs = [(AR.name, "marginal"), (DFLASH.name, "marginal"), (DDTREE.name, "marginal"),
+            *[(TAPS.name, e) for e in ESTIMATORS], (ORACLE.name, "marginal")]
+    return [(s, e, 0.0) for s, e in runs] + [(s, e, T_SAMPLE) for s, e in runs if not policy(s).greedy_only]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("selector,estimator,temperature", _runs())
+def test_every_selector_decodes_ar_tokens(pair4b, references, selector, estimator, temperature):
+    ids, greedy, sampled = references
+    reference = sampled if temperature > 0 else greedy
+    s = DecodeSession(pair4b, ids, selector=selector, estimator=estimator, budget=4, temperature=temperature,
+                      seed=SEED, max_new_tokens=NEW, stop_at_eos=False, profile=fixed_profile(pair4b),
+                      oracle_tokens=greedy if policy(selector).hindsight else None)
+    s.run()
+    assert s.generated == reference[:NEW]
+
+
+# Deep acceptance: trees that hold the target's own continuation (from an AR run) beside random
+# siblings, and random children under those siblings, so the accepted path's nodes are scattered
+# through the tree and compaction moves them.
+def planted_tree(root: int, path: list[int], rng: np.random.Generator,
+                 siblings: int = 2) -> tuple[DraftTree, list[int]]:
+    """A tree whose main path is `path` (depths 1..len(path)); returns it and the main path's nodes.
+    At each depth: `siblings` random tokens under the main node above, a random child under the
+    first sibling of the depth above, then the main node."""
+    tokens, parents, main_nodes = [root], [-1], []
+    main, first_sibling = 0, None
+    for token in path:
+        taken, first = {token}, None
+        for _ in range(siblings):
+            other = int(rng.integers(VOCAB))
+            while other in taken:
+                other = int(rng.integers(VOCAB))
+            taken.add(other)
+            tokens.append(other)
+            parents.append(main)
+            first = len(tokens) - 1 if first is None else first
+        if first_sibling is not None:
+            tokens.append(int(rng.integers(VOCAB)))
+            parents.append(first_sibling)
+        tokens.append(int(token))
+        parents.append(main)
+        main, first_sibling = len(tokens) - 1, first
+        main_nodes.append(main)
+    parents = np.array(parents)
+    depths = np.zeros(len(tokens), dtype=np.int64)
+    for i in range(1, len(tokens)):
+        depths[i] = depths[parents[i]] + 1
+    n = len(tokens)
+    tree = DraftTree(tokens=np.array(tokens, dtype=np.int64), parents=parents, depths=depths,
+                     ranks=np.zeros(n, dtype=np.int64), marginal_logprob=np.zeros(n), path_logprob=np.zeros(n),
+                     reach=np.ones(n))
+    assert tree.is_prefix_closed()
+    return tree, main_nodes
+
+
+PLANTED_POLICY = Policy("planted", "Planted", colour="#000000", symbol="circle", hindsight=True)
+
+
+class PlantedSelector(Selector):
+    """Verifies `planted_tree` of the target's continuation, DEPTHS[round] deep (the drafter still
+    drafts every round, so its context follows every compaction)."""
+
+    policy = PLANTED_POLICY
+
+    def __init__(self):
+        self.rounds, self.rng = 0, np.random.default_rng(7)
+
+    def pool(self, root_token, lattice, cfg, ctx):
+        depth = DEPTHS[self.rounds % len(DEPTHS)]
+        self.rounds += 1
+        return planted_tree(root_token, ctx.future_tokens[:depth], self.rng)[0]
+
+
+@pytest.fixture
+def planted():
+    register(PLANTED_POLICY)
+    yield PLANTED_POLICY.name
+    unregister(PLANTED_POLICY.name)
+
+
+def _assert_cache_is_fresh(pair, cache, tokens: list[int]) -> torch.Tensor:
+    """The cache after a round holds what a fresh prefill of the committed sequence (all but its
+    last token) holds, layer by layer, to float32 rounding; returns the fresh prefill's features."""
+    fresh = DynamicCache(config=pair.target.config)
+    features = prefill(pair.target, fresh, tokens, pair.feature_layers)
+    length = len(tokens) - 1
+    assert cache.get_seq_length() == length
+    for layer, (mine, theirs) in enumerate(zip(cache.layers, fresh.layers)):
+        for kind in ("keys", "values"):
+            a, b = getattr(mine, kind)[..., :length, :], getattr(theirs, kind)
+            assert a.shape == b.shape
+            error = (a - b).abs().max().item()
+            assert error <= 1e-4 * b.abs().max().item(), f"layer {layer} {kind}: {error:.3g}"
+    return features
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("temperature", [0.0, T_SAMPLE])
+def test_planted_continuation_is_accepted_deep_in_a_session(pair4b, references, planted, temperature):
+    ids, greedy, sampled = references
+    reference = sampled if temperature > 0 else greedy
+    s = DecodeSession(pair4b, ids, selector=planted, budget=32, temperature=temperature, seed=SEED,
+                      max_new_tokens=PLANTED, stop_at_eos=False, oracle_tokens=reference)
+    s.run(lambda record: _assert_cache_is_fresh(pair4b, s.cache, s.tokens))
+    assert s.generated == reference
+    taus = [r.tau for r in s.rounds]
+    assert taus == [d + 1 for d in DEPTHS]
+    assert np.mean(taus) >= 4
+    assert all(r.verified_nodes > r.tau for r in s.rounds)           # siblings were verified and dropped
+    # the drafter's context, fed the kept rows' features round by round, drafts what a context
+    # fed a fresh prefill's features drafts
+    features = _assert_cache_is_fresh(pair4b, s.cache, s.tokens)
+    fresh = DraftContext(fast_drafter(pair4b), pair4b.mask_token_id)
+    fresh.add(features)
+    with torch.inference_mode():
+        want = fresh.draft(s.tokens[-1], BLOCK - 1, pair4b.embed)
+        got = s.draft_context.draft(s.tokens[-1], BLOCK - 1, pair4b.embed)
+    assert (got - want).abs().max().item() <= 1e-4 * want.abs().max().item()
+
+
+@pytest.mark.slow
+def test_planted_continuation_through_the_engine_functions(pair4b, references):
+    """Round by round with the engine's own prefill / target_body / walk / compact_cache on a
+    DynamicCache: the walk accepts the whole planted path, and the next logits from the compacted
+    cache are those of a fresh forward over the committed sequence."""
+    ids, greedy, _ = references
+    target, rng = pair4b.target, np.random.default_rng(11)
+    cache = DynamicCache(config=target.config)
+    tokens, taus = list(ids), []
+    with torch.inference_mode():
+        prefill(target, cache, tokens, None)
+        for depth in DEPTHS:
+            start = len(tokens) - 1
+            future = greedy[len(tokens) - len(ids):]
+            tree, main = planted_tree(tokens[-1], future[:depth], rng)
+            inputs = tree.verify_inputs(start, start, pair4b.dtype, pair4b.device)
+            hidden, _ = target_body(target, cache, *inputs, None)
+            result = walk(tree, HeadRows(target, hidden), 0.0, 0, start)
+            assert result.accepted == main
+            compact_cache(cache, start, [0] + result.accepted)
+            committed = [int(tree.tokens[i]) for i in result.accepted] + [result.bonus_token]
+            tokens += committed
+            taus.append(len(committed))
+            _assert_cache_is_fresh(pair4b, cache, tokens)
+        assert tokens[len(ids):] == greedy
+        assert np.mean(taus) >= 4
+        position = torch.tensor([[len(tokens) - 1]])
+        hidden, _ = target_body(target, cache, torch.tensor([[tokens[-1]]]), position, None, None)
+        got = target.get_output_embeddings()(hidden)[-1]
+        want = target(torch.tensor([tokens])).logits[0, -1]
+    assert (got - want).abs().max().item() <= 1e-4 * want.abs().max().item()
+    assert int(got.argmax()) == int(want.argmax())

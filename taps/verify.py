@@ -128,12 +128,15 @@ class HeadRows:
     """The target's logits of a verified tree, computed once per row as the round asks for them.
     At T=0 the walk asks for every row in one product: on oneDNN's GEMM (`taps.linear`) a few more
     rows cost less than a second pass over the lm_head for the walked leaf; at T>0 it asks for the
-    inner nodes' rows and the walked path's."""
+    inner nodes' rows and the walked path's. After a greedy walk, `greedy` holds every row's argmax
+    on the host (the estimator's verdicts read it instead of copying again)."""
 
     def __init__(self, target, hidden: torch.Tensor):
         self.head = target.get_output_embeddings()
         self.hidden = hidden
         self.rows: dict[int, torch.Tensor] = {}
+        self.block: torch.Tensor | None = None         # every row's logits [n, V], when asked for at once
+        self.greedy: np.ndarray | None = None
 
     def get(self, rows: list[int]) -> torch.Tensor:
         """Logits [len(rows), V] (float32)."""
@@ -142,6 +145,16 @@ class HeadRows:
             computed = self.head(self.hidden[missing]).float()
             self.rows.update(zip(missing, computed))
         return torch.stack([self.rows[r] for r in rows]) if rows else self.hidden.new_zeros((0, 0))
+
+    def every_row(self) -> torch.Tensor:
+        """Logits [n, V] of every row, in one product (no copy when none was asked for before)."""
+        if self.block is None:
+            if self.rows:
+                self.block = self.get(list(range(self.hidden.shape[0])))
+            else:
+                self.block = self.head(self.hidden).float()
+                self.rows.update(enumerate(self.block))
+        return self.block
 
 
 @dataclass
@@ -156,36 +169,56 @@ def walk(tree: DraftTree, head: HeadRows, temperature: float, seed: int, start: 
     """Follow the target's choices down the tree from the root (the root sits at position `start`,
     so the token chosen at a node of depth d is the sequence's token at start + d + 1). The logits
     of every inner node come in one batch (they give each node's target probability at its parent,
-    and the online estimator's verdicts); at T=0 the leaves' rows come in that batch too, at T>0 a
-    walked leaf's row comes on its own."""
-    inner = sorted(set(tree.parents[1:].tolist())) if tree.size else []
-    if temperature <= 0.0 and tree.size:
-        head.get(list(range(len(tree.tokens))))    # every row in one product: see HeadRows
-    child_prob = np.ones(len(tree.tokens))
+    and the online estimator's verdicts); at T=0 the leaves' rows come in that batch too, and the
+    whole walk reads one copy from the device (`_verdicts`); at T>0 each walked node's Gumbel-max
+    draw is read as the walk reaches it (a walked leaf's row comes on its own)."""
+    greedy, child_prob = _verdicts(tree, head, temperature)
+    inner = np.unique(tree.parents[1:])
     target_tokens = np.full(len(tree.tokens), -1)
-    if inner:
-        logits = head.get(inner)
-        target_tokens[inner] = logits.argmax(-1).cpu().numpy()
-        probs = torch.softmax(logits / temperature if temperature > 0 else logits, dim=-1)
-        row_of = {node: i for i, node in enumerate(inner)}
-        rows = torch.as_tensor([row_of[int(p)] for p in tree.parents[1:]], device=logits.device)
-        tokens = torch.as_tensor(tree.tokens[1:], device=logits.device)
-        child_prob[1:] = probs[rows, tokens].double().cpu().numpy()
+    target_tokens[inner] = greedy[inner]
     children = tree.children()
     accepted: list[int] = []
     node = 0
     while True:
         if temperature > 0:
             token = choose_token(head.get([node])[0], temperature, seed, start + int(tree.depths[node]) + 1)
-        elif target_tokens[node] >= 0:
-            token = int(target_tokens[node])
         else:
-            token = int(head.get([node])[0].argmax())
+            token = int(greedy[node])
         child = children[node].get(token)
         if child is None:
             return WalkResult(accepted, token, target_tokens, child_prob)
         accepted.append(child)
         node = child
+
+
+def _verdicts(tree: DraftTree, head: HeadRows, temperature: float) -> tuple[np.ndarray, np.ndarray]:
+    """The target's greedy token at every node (T=0) or at every inner node (T>0, -1 elsewhere),
+    and each node's target probability at its parent (1 at the root), in one device-to-host copy;
+    the node rows and tokens it gathers go to the device in one copy too. The softmax is over the
+    inner nodes' rows, stacked in order, as it always was (so its values are unchanged)."""
+    n = len(tree.tokens)
+    inner = sorted(set(tree.parents[1:].tolist())) if tree.size else []
+    every = head.every_row() if temperature <= 0.0 else None
+    parts = [every.argmax(-1)] if every is not None else []
+    if inner:
+        logits = head.get(inner)
+        if every is None:
+            parts.append(logits.argmax(-1))
+        probs = torch.softmax(logits / temperature if temperature > 0 else logits, dim=-1)
+        row_of = {node: i for i, node in enumerate(inner)}
+        host = np.stack([[row_of[int(p)] for p in tree.parents[1:]], tree.tokens[1:]]).astype(np.int64)
+        rows, tokens = torch.from_numpy(host).to(logits.device)
+        parts.append(probs[rows, tokens].double())
+    copied = torch.cat([p.double() for p in parts]).cpu().numpy() if parts else np.zeros(0)
+    greedy = np.full(n, -1)
+    if every is not None:
+        greedy[:] = copied[:n]
+        head.greedy = greedy.copy()
+    else:
+        greedy[inner] = copied[:len(inner)]
+    child_prob = np.ones(n)
+    child_prob[1:] = copied[len(copied) - (n - 1):] if inner else 1.0
+    return greedy, child_prob
 
 
 def trim_cache(cache: Cache, length: int) -> None:
@@ -228,6 +261,9 @@ def edge_feedback(pool: DraftTree, selected: np.ndarray, head: HeadRows, tempera
     if nodes.size == 0:
         return targets
     parent_rows = row_of[pool.parents[nodes]]
+    if temperature <= 0 and head.greedy is not None:      # the walk's copy of every row's argmax
+        targets[nodes] = (head.greedy[parent_rows] == pool.tokens[nodes]).astype(np.float64)
+        return targets
     order = sorted(set(parent_rows.tolist()))
     logits = head.get(order)
     index = torch.as_tensor(np.searchsorted(order, parent_rows), device=logits.device)

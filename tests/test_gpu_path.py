@@ -355,3 +355,112 @@ def test_mask_buffer_gives_verify_inputs_bit_for_bit(dtype):
         pointers.append(buffer.buffer.data_ptr())
     assert len(set(pointers[:4])) == 1                          # reused while it fits (grown for 40 rows after)
     assert buffer.buffer.shape[0] % 16 == 0 and buffer.buffer.shape[1] % 16 == 0
+
+
+# ---------------------------------------------------------------- the walk's one copy from the device
+class _Head:
+    """A stand-in target: only its lm_head, a random linear map."""
+
+    def __init__(self, hidden: int, vocab: int, seed: int):
+        torch.manual_seed(seed)
+        self.lm_head = torch.nn.Linear(hidden, vocab, bias=False)
+        with torch.no_grad():
+            self.lm_head.weight.mul_(8.0)          # peaked distributions: sampled walks accept too
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+
+def _old_walk(tree, head, temperature, seed, start):
+    """The walk as it was before the single copy (the reference for its decisions)."""
+    import numpy as np
+
+    from taps.verify import choose_token
+
+    inner = sorted(set(tree.parents[1:].tolist())) if tree.size else []
+    if temperature <= 0.0 and tree.size:
+        head.get(list(range(len(tree.tokens))))
+    child_prob = np.ones(len(tree.tokens))
+    target_tokens = np.full(len(tree.tokens), -1)
+    if inner:
+        logits = head.get(inner)
+        target_tokens[inner] = logits.argmax(-1).cpu().numpy()
+        probs = torch.softmax(logits / temperature if temperature > 0 else logits, dim=-1)
+        row_of = {node: i for i, node in enumerate(inner)}
+        rows = torch.as_tensor([row_of[int(p)] for p in tree.parents[1:]])
+        child_prob[1:] = probs[rows, torch.as_tensor(tree.tokens[1:])].double().cpu().numpy()
+    children, accepted, node = tree.children(), [], 0
+    while True:
+        if temperature > 0:
+            token = choose_token(head.get([node])[0], temperature, seed, start + int(tree.depths[node]) + 1)
+        elif target_tokens[node] >= 0:
+            token = int(target_tokens[node])
+        else:
+            token = int(head.get([node])[0].argmax())
+        child = children[node].get(token)
+        if child is None:
+            return accepted, token, target_tokens, child_prob
+        accepted.append(child)
+        node = child
+
+
+def _tree_on_target_path(rng, n: int, head_module, hidden):
+    """A random tree whose first chain follows the head's argmax (so walks accept a few nodes)."""
+    tree = _random_tree(rng, n)
+    tree.tokens[1:] %= head_module.out_features
+    with torch.no_grad():
+        greedy = head_module(hidden).argmax(-1).numpy()
+    for node in range(1, n):
+        if rng.random() < 0.6:
+            tree.tokens[node] = greedy[tree.parents[node]]
+    return tree
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+@torch.no_grad()
+def test_walk_decides_as_before(temperature):
+    import numpy as np
+
+    from taps.verify import HeadRows, edge_feedback, walk
+
+    rng = np.random.default_rng(7)
+    target = _Head(hidden=16, vocab=40, seed=0)
+    deepest = 0
+    for trial in range(30):
+        n = int(rng.integers(1, 24))
+        hidden = torch.randn(n, 16, generator=torch.Generator().manual_seed(trial))
+        tree = _tree_on_target_path(rng, n, target.lm_head, hidden)
+        want = _old_walk(tree, HeadRows(target, hidden), temperature, 11, 100 + trial)
+        head = HeadRows(target, hidden)
+        got = walk(tree, head, temperature, 11, 100 + trial)
+        assert (got.accepted, got.bonus_token) == want[:2]
+        assert np.array_equal(got.target_tokens, want[2]) and np.array_equal(got.child_prob, want[3])
+        deepest = max(deepest, len(got.accepted))
+        selected = np.arange(n)
+        assert np.array_equal(edge_feedback(tree, selected, head, temperature),
+                              edge_feedback(tree, selected, HeadRows(target, hidden), temperature), equal_nan=True)
+    assert deepest >= 2
+
+
+@torch.no_grad()
+def test_greedy_walk_reads_the_device_once(monkeypatch):
+    import numpy as np
+
+    from taps.verify import HeadRows, edge_feedback, walk
+
+    rng = np.random.default_rng(3)
+    target = _Head(hidden=16, vocab=40, seed=1)
+    hidden = torch.randn(12, 16, generator=torch.Generator().manual_seed(0))
+    tree = _tree_on_target_path(rng, 12, target.lm_head, hidden)
+    reads = []
+    for name in ("cpu", "item", "tolist", "numpy", "__int__", "__index__", "__float__", "__bool__"):
+        real = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, _real=real, _name=name, **k:
+                            (reads.append(_name), _real(self, *a, **k))[1])
+    head = HeadRows(target, hidden)
+    result = walk(tree, head, 0.0, 0, 50)
+    feedback = edge_feedback(tree, np.arange(12), head, 0.0)
+    monkeypatch.undo()
+    assert reads.count("cpu") == 1 and not set(reads) - {"cpu", "numpy"}     # one copy, read on the host
+    assert np.array_equal(feedback[1:], (head.greedy[tree.parents[1:]] == tree.tokens[1:]).astype(float))
+    assert result.bonus_token == int(head.greedy[result.accepted[-1] if result.accepted else 0])

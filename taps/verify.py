@@ -33,7 +33,7 @@ def _mix(seed: int, position: int) -> int:
 def gumbel_noise(seed: int, position: int, vocab: int) -> torch.Tensor:
     """Gumbel noise [vocab] (float64, CPU) for the token at `position` of a sequence sampled with `seed`."""
     u = torch.rand(vocab, generator=torch.Generator().manual_seed(_mix(seed, position)), dtype=torch.float64)
-    return -torch.log(-torch.log(u.clamp_min(1e-300)))
+    return u.clamp_min_(1e-300).log_().neg_().log_().neg_()      # -log(-log u), in place: no temporaries
 
 
 def choose_token(logits: torch.Tensor, temperature: float, seed: int, position: int) -> int:
@@ -146,6 +146,12 @@ class HeadRows:
             self.rows.update(zip(missing, computed))
         return torch.stack([self.rows[r] for r in rows]) if rows else self.hidden.new_zeros((0, 0))
 
+    def row(self, index: int) -> torch.Tensor:
+        """Logits [V] of one row (computed alone when no earlier product covered it)."""
+        if index not in self.rows:
+            self.get([index])
+        return self.rows[index]
+
     def every_row(self) -> torch.Tensor:
         """Logits [n, V] of every row, in one product (no copy when none was asked for before)."""
         if self.block is None:
@@ -181,7 +187,7 @@ def walk(tree: DraftTree, head: HeadRows, temperature: float, seed: int, start: 
     node = 0
     while True:
         if temperature > 0:
-            token = choose_token(head.get([node])[0], temperature, seed, start + int(tree.depths[node]) + 1)
+            token = choose_token(head.row(node), temperature, seed, start + int(tree.depths[node]) + 1)
         else:
             token = int(greedy[node])
         child = children[node].get(token)

@@ -464,3 +464,11 @@ def test_greedy_walk_reads_the_device_once(monkeypatch):
     assert reads.count("cpu") == 1 and not set(reads) - {"cpu", "numpy"}     # one copy, read on the host
     assert np.array_equal(feedback[1:], (head.greedy[tree.parents[1:]] == tree.tokens[1:]).astype(float))
     assert result.bonus_token == int(head.greedy[result.accepted[-1] if result.accepted else 0])
+
+
+def test_gumbel_noise_is_todays_draw():
+    from taps.verify import _mix, gumbel_noise
+
+    for seed, position in [(0, 0), (3, 17), (2**31 - 1, 40_000)]:
+        u = torch.rand(151_936, generator=torch.Generator().manual_seed(_mix(seed, position)), dtype=torch.float64)
+        assert torch.equal(gumbel_noise(seed, position, 151_936), -torch.log(-torch.log(u.clamp_min(1e-300))))

@@ -168,6 +168,16 @@ def group_log_softmax(edge_logit: torch.Tensor, other_logit: torch.Tensor, group
 
 
 # ------------------------------------------------------------------------------------ fast inference
+def _fold(E: torch.Tensor, proj_w: torch.Tensor, proj_b: torch.Tensor, first: torch.Tensor, dtype) -> np.ndarray:
+    """The [V, h] table ((E @ proj_w.T + proj_b) @ first.T) in float64, 16,384 embedding rows at a
+    time: a float64 copy of a whole 151,936-token embedding would take 3-5 GB of host memory."""
+    out = np.empty((E.shape[0], first.shape[0]), dtype=dtype)
+    for start in range(0, E.shape[0], 16384):
+        rows = E[start:start + 16384].double().cpu()
+        out[start:start + rows.shape[0]] = ((rows @ proj_w.T + proj_b) @ first.T).numpy()
+    return out
+
+
 class ScorerTables:
     """The scorer folded for inference (numpy): per-token tables of the first layers, per-depth rows
     once per round, and per edge only what depends on the path. Equal to `TapsScorer.forward` up to
@@ -187,7 +197,7 @@ class ScorerTables:
         c = scorer.config
         p, dd = c.proj_dim, c.depth_dim
         with torch.no_grad():
-            E = embed.weight.detach().double().cpu()
+            E = embed.weight.detach()      # folded a block of rows at a time: no float64 copy of all of it
 
             def lin(layer):
                 return layer.weight.detach().double().cpu(), layer.bias.detach().double().cpu()
@@ -199,9 +209,9 @@ class ScorerTables:
             o1, ob = lin(scorer.other_in)  # [parent p | hidden p | depth dd | scalars 6]
             depth = scorer.depth_emb.weight.detach().double().cpu()  # [D+1, dd]
             # the [V, h] token tables: the only large ones, kept in `dtype`
-            self.child = ((E @ cw.T + cb) @ w1[:, :p].T).numpy().astype(dtype)
-            self.parent = ((E @ pw.T + pb) @ w1[:, p:2 * p].T).numpy().astype(dtype)
-            self.other_parent = ((E @ pw.T + pb) @ o1[:, :p].T).numpy().astype(dtype)
+            self.child = _fold(E, cw, cb, w1[:, :p], dtype)
+            self.parent = _fold(E, pw, pb, w1[:, p:2 * p], dtype)
+            self.other_parent = _fold(E, pw, pb, o1[:, :p], dtype)
             # per lattice row, both heads side by side: [hidden | entropy, margin, mass | d/H] -> [h + h/2]
             e_hidden, o_hidden = w1[:, 2 * p:3 * p], o1[:, p:2 * p]
             e_scal, o_scal = w1[:, 3 * p + dd:], o1[:, 2 * p + dd:]   # [h, 7], [h/2, 6]

@@ -70,7 +70,7 @@ class TargetCache(Cache):
         `keep` (in order, increasing), moved down into place; every layer in one gather."""
         end = past_length + len(keep)
         if keep != list(range(len(keep))) and self.storage is not None:
-            source = torch.as_tensor([past_length + k for k in keep], device=self.storage.device)
+            source = torch.tensor([past_length + k for k in keep]).to(self.storage.device, non_blocking=True)
             self.storage[..., past_length:end, :] = self.storage.index_select(-2, source)
         self.trim(end)
 

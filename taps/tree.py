@@ -115,7 +115,8 @@ class TreeMaskBuffer:
     its [n, n] ancestor block (and zeroes the previous round's block first), and the mask is a view
     of the first n rows and past + n columns. Values are exactly `DraftTree.verify_inputs`'s. The
     buffer grows (in chunks, at least doubling) when a round needs more rows or columns. Token and
-    position ids go to the device in one copy, the ancestor block in another."""
+    position ids go to the device in one copy, the ancestor block in another, neither waiting for the
+    device's queue to drain (`non_blocking`: pageable memory is staged before the call returns)."""
 
     def __init__(self, dtype: torch.dtype, device: torch.device | str, rows: int = 0, columns: int = 0,
                  chunk: int = 256):
@@ -140,7 +141,7 @@ class TreeMaskBuffer:
         (a view of the buffer), or None for the mask of a root-only tree (nothing to hide)."""
         n = len(tree.tokens)
         ids_and_positions = torch.from_numpy(np.stack([tree.tokens, start + tree.depths]).astype(np.int64))
-        ids_and_positions = ids_and_positions.to(self.device)
+        ids_and_positions = ids_and_positions.to(self.device, non_blocking=True)   # no wait for the queue
         input_ids, position_ids = ids_and_positions[:1], ids_and_positions[1:]
         if n == 1:
             return input_ids, position_ids, None
@@ -149,7 +150,7 @@ class TreeMaskBuffer:
             rows, at = self._written
             self.buffer[:rows, at:at + rows].zero_()
         block = self.buffer[:n, past_length:past_length + n]
-        hidden = torch.from_numpy(~tree.ancestor_matrix()).to(self.device)
+        hidden = torch.from_numpy(~tree.ancestor_matrix()).to(self.device, non_blocking=True)
         block.masked_fill_(hidden, torch.finfo(self.dtype).min)
         self._written = (n, past_length)
         return input_ids, position_ids, self.buffer[:n, :past_length + n].view(1, 1, n, past_length + n)

@@ -41,7 +41,7 @@ def choose_token(logits: torch.Tensor, temperature: float, seed: int, position: 
     draw keyed by (seed, position)."""
     if temperature <= 0.0:
         return int(torch.argmax(logits))
-    noise = gumbel_noise(seed, position, logits.shape[-1]).to(logits.device)
+    noise = gumbel_noise(seed, position, logits.shape[-1]).to(logits.device, non_blocking=True)
     return int(torch.argmax(logits.double() / temperature + noise))
 
 
@@ -213,7 +213,7 @@ def _verdicts(tree: DraftTree, head: HeadRows, temperature: float) -> tuple[np.n
         probs = torch.softmax(logits / temperature if temperature > 0 else logits, dim=-1)
         row_of = {node: i for i, node in enumerate(inner)}
         host = np.stack([[row_of[int(p)] for p in tree.parents[1:]], tree.tokens[1:]]).astype(np.int64)
-        rows, tokens = torch.from_numpy(host).to(logits.device)
+        rows, tokens = torch.from_numpy(host).to(logits.device, non_blocking=True)   # no stream sync
         parts.append(probs[rows, tokens].double())
     copied = torch.cat([p.double() for p in parts]).cpu().numpy() if parts else np.zeros(0)
     greedy = np.full(n, -1)

@@ -472,3 +472,21 @@ def test_gumbel_noise_is_todays_draw():
     for seed, position in [(0, 0), (3, 17), (2**31 - 1, 40_000)]:
         u = torch.rand(151_936, generator=torch.Generator().manual_seed(_mix(seed, position)), dtype=torch.float64)
         assert torch.equal(gumbel_noise(seed, position, 151_936), -torch.log(-torch.log(u.clamp_min(1e-300))))
+
+
+@CUDA
+@pytest.mark.parametrize("selector,temperature", [("ddtree", 0.0), ("taps", 0.8)])
+def test_cuda_session_decides_as_on_the_cpu(tiny_pair_dir, selector, temperature):
+    """The device path (events, target cache, mask buffer, one copy a greedy round) on a GPU, in
+    float64: the same tokens and trees as on the CPU."""
+    from taps import load_pair
+
+    runs = []
+    for device in ("cpu", "cuda"):
+        pair = load_pair(tiny_pair_dir, device=device, dtype="float64")
+        s = DecodeSession(pair, "def area(r):\n    return", selector=selector, budget=12, temperature=temperature,
+                          seed=2, max_new_tokens=24, stop_at_eos=False)
+        s.run()
+        assert all(v >= 0 for r in s.rounds for v in r.timings.values())
+        runs.append((s.generated, [(r.selected, r.accepted) for r in s.rounds]))
+    assert runs[0] == runs[1]

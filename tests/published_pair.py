@@ -14,6 +14,7 @@ input token; layers that dominate the residual give a varied continuation.
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -59,11 +60,13 @@ def build_published_pair(folder: Path, name: str = "qwen3-4b", target_layers: in
     del target
     tokenizer = AutoTokenizer.from_pretrained(default_pair_path() / "target")
     tokenizer.save_pretrained(folder / "target")
+    gc.collect()                       # the target's 2.4 GB before the drafter's are drawn
 
     drafter = DFlashDrafter(drafter_config)
     _normal(drafter, layer_std, generator)
     drafter.save_pretrained(folder / "drafter")
     del drafter
+    gc.collect()
 
     scorer = TapsScorer(ScorerConfig(model_dim=config.hidden_size, max_depth=drafter_config.block_size))
     _normal(scorer, 0.3, generator)

@@ -217,10 +217,11 @@ def published_forward(weights: dict[str, torch.Tensor], config, features: torch.
     return _rms(hidden, weights["norm.weight"], eps)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def drafter64():
     """A two-layer drafter at the Qwen3-4B widths (published config, float64), random weights with
-    every norm weight away from one (so a permuted or skipped norm shows), and its inputs."""
+    every norm weight away from one (so a permuted or skipped norm shows), and its inputs. Built
+    per test (one test uses it) so its 2 GB are freed before the pair of (b) is built."""
     config = published.drafter_config("qwen3-4b", num_layers=2)
     torch.manual_seed(0)
     drafter = DFlashDrafter(config).to(torch.float64).eval()

@@ -60,17 +60,28 @@ def target_config(name: str, num_layers: int | None = None, **overrides) -> Qwen
     return Qwen3Config(architectures=["Qwen3ForCausalLM"], **values)
 
 
+def _spread(num_layers: int, count: int) -> list[int]:
+    """`count` target layer ids spread over `num_layers` (DFlash's rule where it fits, which needs
+    at least 4 layers; else evenly from the first to the last layer), always in range."""
+    from .drafter import default_target_layer_ids
+
+    if num_layers >= 4:
+        return default_target_layer_ids(num_layers, count)
+    count = min(count, num_layers)
+    if count == 1:
+        return [num_layers // 2]
+    return sorted({round(i * (num_layers - 1) / (count - 1)) for i in range(count)})
+
+
 def drafter_config(name: str, num_layers: int | None = None, target_layers: int | None = None,
                    **overrides) -> Qwen3Config:
     """The published DFlash b16 drafter config for target `name`. With `target_layers` (a reduced
     target depth) the layer ids are spread over that depth instead of the published [1, 9, 17, 25, 33]."""
-    from .drafter import default_target_layer_ids
-
     _check(name)
     d = DRAFTERS[name]
     target = target_config(name, target_layers)
     n = d["num_hidden_layers"] if num_layers is None else num_layers
-    ids = d["target_layer_ids"] if target_layers is None else default_target_layer_ids(target_layers, min(n, 5))
+    ids = d["target_layer_ids"] if target_layers is None else _spread(target_layers, min(n, 5))
     values = {k: v for k, v in target.to_dict().items()
               if k in ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
                        "vocab_size", "max_position_embeddings", "rope_parameters", "rms_norm_eps")}

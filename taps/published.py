@@ -62,11 +62,13 @@ def target_config(name: str, num_layers: int | None = None, **overrides) -> Qwen
 
 def _spread(num_layers: int, count: int) -> list[int]:
     """`count` target layer ids spread over `num_layers` (DFlash's rule where it fits, which needs
-    at least 4 layers; else evenly from the first to the last layer), always in range."""
+    at least 4 layers and gives distinct ids; else evenly from the first to the last layer), always in range."""
     from .drafter import default_target_layer_ids
 
     if num_layers >= 4:
-        return default_target_layer_ids(num_layers, count)
+        ids = default_target_layer_ids(num_layers, count)
+        if len(set(ids)) == len(ids):
+            return ids
     count = min(count, num_layers)
     if count == 1:
         return [num_layers // 2]

@@ -30,7 +30,17 @@ from .stopping import apply_stop_rules
 from .target_cache import make_target_cache
 from .timing import StageTimer
 from .tree import TreeMaskBuffer
-from .verify import HeadRows, compact_cache, edge_feedback, prefill, target_body, trim_cache, walk
+from .verify import (
+    COMPILE_REFUSED,
+    HeadRows,
+    compact_cache,
+    compilable,
+    edge_feedback,
+    prefill,
+    target_body,
+    trim_cache,
+    walk,
+)
 
 __all__ = ["DecodeConfig", "DecodeSession", "Round", "STAGES", "greedy_continuation", "sample_continuation"]
 
@@ -39,8 +49,12 @@ class DecodeSession:
     """Decode one prompt round by round with a chosen selector, estimator and budget."""
 
     def __init__(self, pair: ModelPair, prompt: str | list[int], config: DecodeConfig | None = None,
-                 profile: LatencyProfile | None = None, oracle_tokens: list[int] | None = None, **overrides):
+                 profile: LatencyProfile | None = None, oracle_tokens: list[int] | None = None,
+                 compile_verify: bool = False, **overrides):
         self.pair = pair
+        if compile_verify and not compilable(pair.target):
+            raise ValueError(COMPILE_REFUSED)
+        self.compile_verify = compile_verify      # verify through torch.compile'd target layers (see CompiledLayers)
         self.profile = profile
         self.config = replace(config or DecodeConfig(), **overrides)
         self.config.validate(pair)
@@ -159,7 +173,7 @@ class DecodeSession:
         ids, pos, mask = self.tree_mask.verify_inputs(tree, start, start)
         layers = self.pair.feature_layers if self.draft_context is not None else None
         try:
-            return target_body(self.pair.target, self.cache, ids, pos, mask, layers)
+            return target_body(self.pair.target, self.cache, ids, pos, mask, layers, compiled=self.compile_verify)
         except torch.cuda.OutOfMemoryError as exc:
             trim_cache(self.cache, start)
             raise RuntimeError(f"the GPU ran out of memory verifying {tree.size} nodes; lower the budget "

@@ -18,6 +18,7 @@ import torch
 from transformers.cache_utils import Cache
 
 from .drafter import context_features
+from .linear import PackedLinear
 from .target_cache import TargetCache
 from .tree import DraftTree
 
@@ -54,15 +55,57 @@ def target_forward(target, cache: Cache, input_ids: torch.Tensor, position_ids: 
 
 
 def target_body(target, cache: Cache, input_ids: torch.Tensor, position_ids: torch.Tensor,
-                attention_mask: torch.Tensor | None, feature_layers: list[int] | None):
+                attention_mask: torch.Tensor | None, feature_layers: list[int] | None, compiled: bool = False):
     """The target's layers without its lm_head: final hidden states [n, d] and context features
     [n, F] (or None). Logits come from `HeadRows` for the rows a round needs. Only the feature
-    layers' outputs are kept (`FeatureTap`), not every layer's."""
+    layers' outputs are kept (`FeatureTap`), not every layer's. `compiled`: each decoder layer runs
+    its `torch.compile`d forward for this call (`CompiledLayers`)."""
     decoder = target.get_decoder()
-    with FeatureTap(decoder, feature_layers) as tap:
+    with FeatureTap(decoder, feature_layers) as tap, CompiledLayers(decoder, compiled):
         out = decoder(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
                       cache=cache, use_cache=True, output_hidden_states=tap.needs_all_hidden_states)
     return out.last_hidden_state[0], tap.features(out)
+
+
+class CompiledLayers:
+    """For one call (when `active`), every decoder layer's forward is its `torch.compile`d version
+    (dynamic shapes; compiled once per layer and kept on the decoder, so sessions share them). The
+    layers, not the decoder, are compiled: the drafter's feature hooks and transformers' mask
+    building stay outside the compiled code. Off by default (`DecodeSession(compile_verify=True)`):
+    on the CPU a float32 target's linears are oneDNN packed products that dynamo cannot trace, and
+    whether compiling pays on a GPU is for a GPU check to show."""
+
+    def __init__(self, decoder, active: bool):
+        self.layers = list(decoder.layers) if active else []
+        if active and not hasattr(decoder, "_taps_compiled"):
+            if not compilable(decoder):
+                raise ValueError(COMPILE_REFUSED)
+            decoder._taps_compiled = [torch.compile(layer.forward, dynamic=True) for layer in self.layers]
+        self.compiled = decoder._taps_compiled if active else []
+        self.saved: list = []
+
+    def __enter__(self) -> "CompiledLayers":
+        self.saved = [layer.__dict__.get("forward") for layer in self.layers]
+        for layer, forward in zip(self.layers, self.compiled):
+            layer.forward = forward
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for layer, saved in zip(self.layers, self.saved):
+            if saved is None:
+                del layer.forward          # back to the class's forward
+            else:
+                layer.forward = saved
+
+
+COMPILE_REFUSED = ("compile_verify needs a target whose linears are plain torch modules: a float32 target on the CPU "
+                   "runs oneDNN packed products that torch.compile cannot trace (load it in float64 or bfloat16, "
+                   "or on a GPU, or leave compile_verify off)")
+
+
+def compilable(model) -> bool:
+    """Whether `torch.compile` can trace the model's layers (no oneDNN packed linears in it)."""
+    return not any(isinstance(module, PackedLinear) for module in model.modules())
 
 
 class FeatureTap:

@@ -490,3 +490,28 @@ def test_cuda_session_decides_as_on_the_cpu(tiny_pair_dir, selector, temperature
         assert all(v >= 0 for r in s.rounds for v in r.timings.values())
         runs.append((s.generated, [(r.selected, r.accepted) for r in s.rounds]))
     assert runs[0] == runs[1]
+
+
+# ---------------------------------------------------------------- torch.compile of verify, behind a flag
+def test_compile_verify_is_refused_on_packed_linears(shipped32):
+    with pytest.raises(ValueError, match="oneDNN packed"):
+        DecodeSession(shipped32, "x = 1", selector="ddtree", budget=4, max_new_tokens=2, compile_verify=True)
+
+
+@pytest.mark.slow
+def test_compiled_verify_gives_the_same_tokens(tiny_pair_dir):
+    """torch.compile'd target layers in verify (a minute or two of compiling on 2 CPU cores)."""
+    from taps import load_pair
+
+    pair = load_pair(tiny_pair_dir, device="cpu", dtype="float64")
+    torch._dynamo.reset()
+    runs = {}
+    for compiled in (False, True):
+        s = DecodeSession(pair, "def area(r):\n    return", selector="ddtree", budget=8, max_new_tokens=16,
+                          stop_at_eos=False, compile_verify=compiled)
+        s.run()
+        runs[compiled] = (s.generated, [(r.selected, r.accepted) for r in s.rounds])
+    assert runs[True] == runs[False]
+    assert hasattr(pair.target.get_decoder(), "_taps_compiled")
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0          # compiled code did run
+    assert all("forward" not in layer.__dict__ for layer in pair.target.get_decoder().layers)   # restored

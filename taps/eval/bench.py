@@ -75,7 +75,7 @@ from .prompts import SUITES, chat_format, suite_prompts
 from .runner import AR_JOB, Job, aggregate, format_table, group_key, plan_jobs, run_label, run_prompt, warm_up
 
 SUMMARY_COLUMNS = ["selector", "estimator", "budget", "mode", "tau", "tokens_per_s", "speedup_vs_ar", "speedup_p25",
-                   "speedup_p75", "waste_share", "select_share", "lossless", "prompts"]
+                   "speedup_p75", "waste_share", "select_share", "lossless", "verdict", "prompts"]
 DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperature", "seed", "block_size",
                           "top_k", "beam_width", "pool_cap", "ignore_eos", "score_cap",
                           "threads", "chat")
@@ -309,7 +309,7 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
                      f"each speed-up pairs a run with the AR run of its prompt in the same process")
     lines += ["", "## Results", "",
               "| selector | estimator | budget | size | tau | tokens/s | speed-up vs AR | per-prompt speed-up (IQR) "
-              "| waste | select share | lossless | prompts |",
+              "| waste | select share | lossless (verdict against AR) | prompts |",
               "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for r in summary:
         run = label_policy(r["selector"])
@@ -319,7 +319,7 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
                      f"{r['tokens_per_s']:.1f} | "
                      f"{r['speedup_vs_ar']:.2f}x | {_iqr(r)} | {100 * r['waste_share']:.1f}% | "
                      f"{100 * r['select_share']:.1f}% | "
-                     f"{'yes' if r['lossless'] else 'NO'} | {r['prompts']} |")
+                     f"{r.get('verdict') or ('yes' if r['lossless'] else 'NO')} | {r['prompts']} |")
     comparison = taps_comparison(summary)
     if comparison:
         lines += ["", "## TAPS against DFlash and DDTree", "",

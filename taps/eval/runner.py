@@ -3,7 +3,9 @@
 The one run path of the command line (`python -m taps compare`), the benchmark and the app's race
 and sweep: for each prompt AR runs first, in the same process; each other run's speed-up is its
 tokens/s over that AR run's, and `lossless` says whether its tokens equal AR's (at T=0 they must;
-at T>0 with the same seed too). Every run gives one `RunRow`.
+at T>0 with the same seed too). Where they differ, `verdict` says where and why (`taps.verdict`):
+a near-tie that low-precision rounding decided differently, or a bug; with `strict`, a near-tie is
+rerun in float32. Every run gives one `RunRow`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ..pair import ModelPair
 from ..policies import AR, DDTREE, policy
 from ..record import Round
 from ..session import DecodeSession
+from ..verdict import Verdict, combine, lossless_verdict, strict_verdict, with_strict
 from .metrics import RunSummary, speedup, summarize
 
 
@@ -90,6 +93,9 @@ class RunRow:
     time_s: float
     stage_shares: dict[str, float] = field(default_factory=dict)
     round_records: list[dict] | None = None
+    verdict: str = "yes"            # `taps.verdict`: "yes", "near-tie at token 38 (...)", "NO: bug at token 13 (...)"
+    verdict_kind: str = "identical"  # identical | near-tie | bug
+    verdict_detail: str = ""
 
     @property
     def label(self) -> str:
@@ -97,7 +103,10 @@ class RunRow:
 
     @classmethod
     def of(cls, prompt_id: str, job: Job, session: DecodeSession, summary: RunSummary, ar_rate: float,
-           ar_tokens: list[int], keep_rounds: bool = False) -> "RunRow":
+           ar_tokens: list[int], keep_rounds: bool = False, verdict: Verdict | None = None) -> "RunRow":
+        verdict = verdict or Verdict(same=session.generated == ar_tokens,
+                                     kind="identical" if session.generated == ar_tokens else "bug",
+                                     text="yes" if session.generated == ar_tokens else "NO")
         return cls(prompt_id=prompt_id, selector=job.selector, estimator=job.estimator, budget=job.budget,
                    mode=session.config.size_mode, token_ids=session.generated, text=session.text, tau=summary.tau,
                    tokens_per_s=summary.tokens_per_s, speedup_vs_ar=speedup(summary.tokens_per_s, ar_rate),
@@ -105,7 +114,8 @@ class RunRow:
                    new_tokens=summary.new_tokens, select_share=summary.select_share,
                    expected_tau=summary.expected_tau, lossless=session.generated == ar_tokens,
                    time_s=summary.time_s, stage_shares=summary.stage_shares,
-                   round_records=[r.to_dict() for r in session.rounds] if keep_rounds else None)
+                   round_records=[r.to_dict() for r in session.rounds] if keep_rounds else None,
+                   verdict=verdict.text, verdict_kind=verdict.kind, verdict_detail=verdict.detail)
 
     def as_dict(self) -> dict:
         """A flat dict (JSON, CSV): stage shares as `<stage>_time_share`, plus `label`."""
@@ -135,11 +145,13 @@ def warm_up(pair: ModelPair, config: DecodeConfig, jobs: list[Job] | None = None
 def run_prompt(pair: ModelPair, prompt: dict, jobs: list[Job], config: DecodeConfig,
                profile: LatencyProfile | None = None, on_result: Callable[[RunRow], None] | None = None,
                on_round: Callable[[Job, DecodeSession, Round], None] | None = None,
-               keep_rounds: bool = False) -> list[RunRow]:
+               keep_rounds: bool = False, strict: bool = False) -> list[RunRow]:
     """AR, then every job, on one prompt; one RunRow per run. `on_round(job, session, round)` after
-    every round (live counters), `on_result(row)` after every run (progress, journals)."""
+    every round (live counters), `on_result(row)` after every run (progress, journals). A run whose
+    tokens differ from AR's gets its verdict (`taps.verdict`), and with `strict` a near-tie is
+    rerun in float32 (a float32 copy of the pair while it runs)."""
     rows: list[RunRow] = []
-    ar_rate, ar_tokens = 0.0, None
+    ar_rate, ar_tokens, ar_session = 0.0, None, None
     for job in [AR_JOB, *jobs]:
         settings = config.with_run(AR.name) if job is AR_JOB else job.settings(config)
         session = DecodeSession(pair, prompt["prompt"], settings, profile=profile,
@@ -150,11 +162,25 @@ def run_prompt(pair: ModelPair, prompt: dict, jobs: list[Job], config: DecodeCon
                 on_round(job, session, record)
         summary = summarize(session.rounds)
         if job is AR_JOB:
-            ar_rate, ar_tokens = summary.tokens_per_s, session.generated
-        rows.append(RunRow.of(prompt["id"], job, session, summary, ar_rate, ar_tokens, keep_rounds))
+            ar_rate, ar_tokens, ar_session = summary.tokens_per_s, session.generated, session
+        verdict = run_verdict(pair, session, ar_session, profile, strict)
+        rows.append(RunRow.of(prompt["id"], job, session, summary, ar_rate, ar_tokens, keep_rounds, verdict))
         if on_result is not None:
             on_result(rows[-1])
     return rows
+
+
+def run_verdict(pair: ModelPair, session: DecodeSession, ar: DecodeSession, profile: LatencyProfile | None = None,
+                strict: bool = False) -> Verdict:
+    """A finished session's verdict against AR's finished session on the same prompt (their tokens
+    and rounds); with `strict`, a near-tie is rerun in float32 (`taps.verdict.strict_verdict`)."""
+    cfg = session.config
+    compiled = (getattr(session, "compile_verify", False), getattr(ar, "compile_verify", False))
+    verdict = lossless_verdict(pair, session.prompt_ids, session.generated, ar.generated, cfg.temperature, cfg.seed,
+                               run_rounds=session.rounds, ar_rounds=ar.rounds, compiled=compiled)
+    if strict and verdict.kind == "near-tie":
+        verdict = with_strict(verdict, strict_verdict(pair, session.prompt_ids, cfg, profile))
+    return verdict
 
 
 def aggregate(rows: list[dict]) -> list[dict]:
@@ -175,7 +201,7 @@ def aggregate(rows: list[dict]) -> list[dict]:
             "tokens_per_s": rate, "speedup_vs_ar": speedup(rate, ar_rate),
             "waste_share": sum(r["waste_share"] * r["verified_nodes"] for r in items) / verified if verified else 0.0,
             "select_share": sum(r["select_share"] * r["time_s"] for r in items) / max(time_s, 1e-12),
-            "lossless": all(r["lossless"] for r in items), "prompts": len(items)})
+            "lossless": all(r["lossless"] for r in items), "verdict": combine(items), "prompts": len(items)})
     return out
 
 
@@ -201,5 +227,5 @@ def format_table(summary: list[dict]) -> str:
         lines.append(f"{r['selector']:<8} {estimator:<9} {budget:>6} {mode:<7} {r['tau']:>6.2f} "
                      f"{r['tokens_per_s']:>8.1f} {r['speedup_vs_ar']:>5.2f}x {100 * r['waste_share']:>6.1f}% "
                      f"{100 * r['select_share']:>7.1f}% "
-                     f"{'yes' if r['lossless'] else 'NO'}")
+                     f"{r.get('verdict') or ('yes' if r['lossless'] else 'NO')}")
     return "\n".join(lines)

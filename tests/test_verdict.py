@@ -1,0 +1,221 @@
+"""The lossless verdict (taps.verdict) on real decodes.
+
+A tiny random pair is given a near-tie in its weights: token B's embedding (tied, so also its
+lm_head row) is token A's plus a small perturbation, so wherever A is the target's top token, B's
+logit lies within bfloat16's rounding of it. Decoded in bfloat16, DDTree's tree forwards and AR's
+one-row steps then round differently at some of those places and pick different tokens. The
+decodes are searched (a fixed list of prompts, in order; CPU bfloat16 is deterministic, and the
+search keeps the test independent of which prompt a machine's kernels flip) for such divergences:
+each must be reported as a near-tie at its first differing token, with both margins below the
+threshold. A decode whose walk is made to commit a wrong token must be reported as a bug there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import TEST_DEVICE
+from tiny import build_tiny_pair
+from transformers import Qwen3ForCausalLM
+
+import taps.session
+from taps import DecodeConfig, DecodeSession, load_pair
+from taps.eval import bench
+from taps.eval.runner import Job, aggregate, format_table, run_prompt
+from taps.policies import AR, DDTREE
+from taps.verdict import (
+    ULPS,
+    Verdict,
+    combine,
+    first_difference,
+    lossless_verdict,
+    near_tie_threshold,
+    rounding_unit,
+    strict_verdict,
+    verdict_text,
+)
+from taps.verify import walk as real_walk
+
+A, B = 25, 5              # 'x' (the tiny pair's most frequent greedy token) and the token given A's row
+PROMPTS = ["def f(x):", "hello world", "abc", "The cat", "x = 1 +", "for i in", "import os", "print(",
+           "while True", "return"]
+NEW = 32
+BUDGET = 8
+
+
+@pytest.fixture(scope="module")
+def tie_pair(tmp_path_factory):
+    folder = build_tiny_pair(tmp_path_factory.mktemp("tie") / "tiny")
+    model = Qwen3ForCausalLM.from_pretrained(folder / "target")
+    gen = torch.Generator().manual_seed(B)
+    with torch.no_grad():
+        rows = model.get_input_embeddings().weight               # tied: the lm_head's rows too
+        rows[B] = rows[A] + 0.01 * rows[A].abs().mean() * torch.randn(rows.shape[1], generator=gen)
+    assert model.get_output_embeddings().weight.data_ptr() == rows.data_ptr()
+    model.save_pretrained(folder / "target")
+    return load_pair(folder, device=TEST_DEVICE, dtype="bfloat16")
+
+
+def _config(selector: str, temperature: float = 0.0) -> DecodeConfig:
+    return DecodeConfig(max_new_tokens=NEW, temperature=temperature, seed=3).with_run(selector, budget=BUDGET)
+
+
+def _decode(pair, prompt: str, selector: str, temperature: float = 0.0) -> DecodeSession:
+    session = DecodeSession(pair, prompt, _config(selector, temperature))
+    session.run()
+    return session
+
+
+@pytest.fixture(scope="module")
+def decodes(tie_pair):
+    """(prompt, DDTree session, AR session) for every prompt, bfloat16, greedy."""
+    return [(p, _decode(tie_pair, p, DDTREE.name), _decode(tie_pair, p, AR.name)) for p in PROMPTS]
+
+
+def _verdict(pair, run: DecodeSession, ar: DecodeSession) -> Verdict:
+    cfg = run.config
+    return lossless_verdict(pair, run.prompt_ids, run.generated, ar.generated, cfg.temperature, cfg.seed,
+                            run_rounds=run.rounds, ar_rounds=ar.rounds)
+
+
+def _check_near_tie(verdict: Verdict, run: DecodeSession, ar: DecodeSession) -> None:
+    position = next(i for i, (a, b) in enumerate(zip(run.generated, ar.generated)) if a != b)
+    assert not verdict.same and verdict.kind == "near-tie", verdict.detail
+    assert verdict.position == position
+    assert (verdict.run_token, verdict.ar_token) == (run.generated[position], ar.generated[position])
+    # each run's own forward (replayed exactly) favours, or ties to, its own token, by less than rounding
+    assert 0 <= verdict.margin_run < verdict.threshold and 0 <= verdict.margin_ar < verdict.threshold
+    assert verdict.text == f"near-tie at token {position + 1} (margin {verdict.margin:.2g} < {verdict.threshold:.2g})"
+    assert "near-tie (bfloat16 rounding)" in verdict.detail and "--dtype float32" in verdict.detail
+
+
+def test_a_bfloat16_divergence_at_the_built_near_tie_is_reported_as_rounding(tie_pair, decodes):
+    diverged = [(p, run, ar) for p, run, ar in decodes if run.generated != ar.generated]
+    assert diverged, "no bfloat16 decode left AR's tokens: the built near-tie did not flip anywhere"
+    built = []
+    for _prompt, run, ar in diverged:
+        verdict = _verdict(tie_pair, run, ar)
+        _check_near_tie(verdict, run, ar)            # every divergence of this lossless engine is a near-tie
+        if {verdict.run_token, verdict.ar_token} == {A, B}:
+            built.append(verdict)
+    assert built, "no divergence at the built near-tie (tokens A and B)"
+    # bfloat16 resolution at the logits there, through 4 layers: a few hundredths of a logit
+    assert all(v.threshold < 0.5 and v.margin < v.threshold for v in built)
+
+
+def test_the_same_divergence_at_t_above_zero_is_a_near_tie_too(tie_pair):
+    """Sampling: the Gumbel noise is the same in both runs, so a flip is again a near-tie."""
+    for prompt in PROMPTS:
+        run, ar = _decode(tie_pair, prompt, DDTREE.name, 0.8), _decode(tie_pair, prompt, AR.name, 0.8)
+        if run.generated != ar.generated:
+            _check_near_tie(_verdict(tie_pair, run, ar), run, ar)
+            return
+    pytest.skip("no sampled decode diverged on this machine")
+
+
+def test_a_committed_wrong_token_is_reported_as_a_bug(tie_pair, decodes, monkeypatch):
+    """The walk of the third round is made to commit the target's least likely token as its bonus."""
+    prompt, _, ar = next((p, run, ar) for p, run, ar in decodes if run.generated == ar.generated)
+    calls = []
+
+    def wrong_walk(tree, head, temperature, seed, start):
+        result = real_walk(tree, head, temperature, seed, start)
+        calls.append(start)
+        if len(calls) == 3:
+            node = result.accepted[-1] if result.accepted else 0
+            result.bonus_token = int(head.get([node])[0].argmin())
+        return result
+
+    monkeypatch.setattr(taps.session, "walk", wrong_walk)
+    run = _decode(tie_pair, prompt, DDTREE.name)
+    monkeypatch.undo()
+    third = run.rounds[2]
+    position = sum(r.tau for r in run.rounds[:2]) + len(third.accepted)
+    assert run.generated[:position] == ar.generated[:position] and run.generated[position] != ar.generated[position]
+    verdict = _verdict(tie_pair, run, ar)
+    assert verdict.kind == "bug" and verdict.position == position
+    assert verdict.margin_run < 0 and verdict.margin > 10 * verdict.threshold     # its own target did not pick it
+    assert verdict.text == f"NO: bug at token {position + 1} (margin {verdict.margin:.2g})"
+    assert "A bug" in verdict.detail
+
+
+def test_the_bench_rows_and_tables_carry_the_verdict(tie_pair, decodes):
+    prompt = next(p for p, run, ar in decodes if run.generated != ar.generated)
+    rows = run_prompt(tie_pair, {"id": "p", "prompt": prompt}, [Job(DDTREE.name, "marginal", BUDGET)],
+                      _config(DDTREE.name))
+    ar_row, row = rows
+    assert ar_row.verdict == "yes" and ar_row.verdict_kind == "identical" and ar_row.lossless
+    assert not row.lossless and row.verdict_kind == "near-tie" and row.verdict.startswith("near-tie at token ")
+    dicts = [r.as_dict() for r in rows]
+    summary = aggregate(dicts)
+    assert {s["selector"]: s["verdict"] for s in summary} == {AR.name: "yes", DDTREE.name: row.verdict}
+    assert row.verdict in format_table(summary)
+    table = bench.summary_markdown(bench.summarise(dicts, [DDTREE.name]), _meta(tie_pair))
+    assert f"| {row.verdict} | 1 |" in table and "| yes | 1 |" in table
+
+
+def test_strict_rerun_in_float32(tie_pair, decodes):
+    """The strict check reruns AR and the run on a float32 copy: the near-tie is gone there."""
+    prompt = next(p for p, run, ar in decodes if run.generated != ar.generated)
+    strict = strict_verdict(tie_pair, prompt, _config(DDTREE.name))
+    assert strict.dtype == "float32" and strict.kind in ("identical", "near-tie")
+    assert tie_pair.dtype == torch.bfloat16 and tie_pair.target.dtype == torch.bfloat16   # the pair is untouched
+    rows = run_prompt(tie_pair, {"id": "p", "prompt": prompt}, [Job(DDTREE.name, "marginal", BUDGET)],
+                      _config(DDTREE.name), strict=True)
+    assert rows[1].verdict_kind == "near-tie" and "; float32: " in rows[1].verdict
+    assert ("; float32: identical" in rows[1].verdict) == strict.same
+
+
+# ------------------------------------------------------------------------------- without a decode
+def test_identical_runs_and_a_length_difference(tiny_pair):
+    ids = tiny_pair.encode_prompt("def f(x):")
+    same = lossless_verdict(tiny_pair, ids, [5, 6, 7], [5, 6, 7])
+    assert same.same and same.kind == "identical" and same.text == "yes" and same.position is None
+    short = lossless_verdict(tiny_pair, ids, [5, 6], [5, 6, 7])
+    assert short.kind == "bug" and short.position == 2 and short.text == "NO: bug at token 3 (the lengths differ)"
+    assert first_difference([1, 2, 3], [1, 9, 3]) == 1 and first_difference([1], [1]) is None
+
+
+def test_without_round_records_the_margins_are_recomputed(tie_pair, decodes):
+    """No rounds: AR's one-row steps and one multi-row forward for the run's side."""
+    prompt, run, ar = next((p, run, ar) for p, run, ar in decodes if run.generated != ar.generated)
+    verdict = lossless_verdict(tie_pair, run.prompt_ids, run.generated, ar.generated)
+    exact = _verdict(tie_pair, run, ar)
+    assert verdict.kind == "near-tie" and verdict.position == exact.position
+    assert verdict.margin_ar == exact.margin_ar        # AR's steps are one row each either way
+
+
+def test_the_threshold_is_eps_through_the_layers():
+    eps16, eps32 = torch.finfo(torch.bfloat16).eps, torch.finfo(torch.float32).eps
+    assert eps16 == 2 ** -7
+    unit = rounding_unit(torch.bfloat16, layers=4, hidden=32)
+    assert unit == pytest.approx(2 * (eps16 + math.sqrt(32) * eps32))
+    assert near_tie_threshold(torch.bfloat16, -16.0, 4, 32) == pytest.approx(ULPS * unit * 16)
+    assert near_tie_threshold(torch.bfloat16, 0.25, 4, 32) == pytest.approx(ULPS * unit)      # |logit| at least 1
+    assert near_tie_threshold(torch.float32, 16.0, 36, 2560) < 1e-2 * near_tie_threshold(torch.bfloat16, 16.0, 36, 2560)
+
+
+def test_a_group_of_runs_shows_its_worst_verdict():
+    tie = {"lossless": False, "verdict_kind": "near-tie", "verdict": verdict_text("near-tie", 36, 0.031, 0.062)}
+    bug = {"lossless": False, "verdict_kind": "bug", "verdict": verdict_text("bug", 11, 4.1, 0.06)}
+    same = {"lossless": True, "verdict_kind": "identical", "verdict": "yes"}
+    assert tie["verdict"] == "near-tie at token 37 (margin 0.031 < 0.062)"
+    assert bug["verdict"] == "NO: bug at token 12 (margin 4.1)"
+    assert combine([same, same]) == "yes" and combine([]) == "yes"
+    assert combine([tie]) == tie["verdict"]
+    assert combine([same, tie, bug]) == f"{bug['verdict']}; 2 of 3 runs differ"
+    assert combine([{"lossless": False}, same]) == "NO; 1 of 2 runs differ"       # rows from before verdicts
+    assert combine([{"lossless": True}]) == "yes"
+
+
+def _meta(pair) -> dict:
+    machine = {"cpu": "test", "cores": 2, "threads": 1, "os": "linux", "python": "3", "torch": torch.__version__,
+               "device": "cpu", "dtype": "bfloat16"}
+    info = pair.describe()
+    return {"machine": machine, "pair": info, "suite": "test", "date": "today", "command": "pytest", "prompts": 1,
+            "suite_size": 1, "limit": None, "skipped": [], "max_new_tokens": NEW, "temperature": 0.0, "seed": 3,
+            "taps_mode": "cost", "ddtree_mode": "budget", "profile_source": "", "world_size": 1, "run_ids": ["r"]}
+
+

@@ -251,6 +251,9 @@ if race is not None and not state.get("race_playing") and state.get("race_t", 0.
                 f"{race.clock} clock) and t_round each method's mean round: the same as AR's finish time over the "
                 "method's when both wrote the same tokens.")
     st.container(key="race_caption").markdown(race_caption(rows, race.clock))
+    for lane in race.lanes:
+        if lane.verdict != "yes" and lane.verdict_detail:
+            st.caption(f"{lane.name}: {lane.verdict_detail}")
     st.caption("Legend of the small trees: ■ root · ● accepted (thick path) · ◆ rejected sibling · ✕ waste under a "
                "rejected prefix (dotted) · ★ the target's bonus token.")
 
@@ -335,7 +338,7 @@ if result:
         "modelled speed-up": [round(r["modelled_speedup"], 2) for r in summary],
         "measured speed-up (range)": [r["speedup"].text(2) for r in summary],
         "tokens/s (range)": [r["tokens_per_s"].text(1, "") for r in summary],
-        "same output as AR": [r["lossless"] for r in summary],
+        "same output as AR": [r.get("verdict") or ("yes" if r["lossless"] else "NO") for r in summary],
         "same rounds every repeat": [r["same_rounds"] for r in summary]})
     st.dataframe(table, key="race_table", hide_index=True)
     cols = st.columns(3)

@@ -25,6 +25,8 @@ from taps import DecodeConfig, DecodeSession, load_pair
 from taps.eval import bench
 from taps.eval.runner import Job, aggregate, format_table, run_prompt
 from taps.policies import AR, DDTREE
+from taps.studio.race import Race, decode_race, race_caption
+from taps.studio.speed import summarize_repeats
 from taps.verdict import (
     ULPS,
     Verdict,
@@ -219,3 +221,32 @@ def _meta(pair) -> dict:
             "taps_mode": "cost", "ddtree_mode": "budget", "profile_source": "", "world_size": 1, "run_ids": ["r"]}
 
 
+
+
+def test_the_race_shows_the_verdict(tie_pair, decodes):
+    """The race's finish table and caption show each lane's verdict, a near-tie said apart from a bug."""
+    prompt = next(p for p, run, ar in decodes if run.generated != ar.generated)
+    config = DecodeConfig(max_new_tokens=NEW, budget=BUDGET, taps_mode="reach")
+    decoded = decode_race(tie_pair, prompt, config, warm=False)
+    race = Race(decoded, "modelled", [[0.001] * len(lane.rounds) for lane in decoded.lanes])
+    rows = race.results()
+    by_lane = {lane.name: lane for lane in decoded.lanes}
+    assert all(r["same text as AR"] == by_lane[r["method"]].verdict for r in rows)
+    ddtree = by_lane[DDTREE.label]
+    assert ddtree.verdict.startswith("near-tie at token ") and not ddtree.lossless
+    caption = race_caption(rows)
+    assert f"left AR's text at a near-tie ({ddtree.verdict}" in caption and "not a bug" in caption
+    assert "Not lossless here" not in caption or "NO: bug" in caption
+    bug = [dict(r, **{"same text as AR": "NO: bug at token 12 (margin 4.1)"}) if r["method"] == DDTREE.label else r
+           for r in rows]
+    assert f"Not lossless here: {DDTREE.label} wrote other text than AR (NO: bug at token 12 (margin 4.1))" \
+        in race_caption(bug)
+
+
+def test_repeated_races_show_the_verdict():
+    rows = [{"label": DDTREE.name, "selector": DDTREE.name, "estimator": "marginal", "budget": 8, "tau": 2.0,
+             "rounds": 4, "new_tokens": 8, "verified_nodes": 32, "waste_share": 0.0, "lossless": False,
+             "verdict": "near-tie at token 5 (margin 0.016 < 0.2)", "verdict_kind": "near-tie",
+             "tokens_per_s": 10.0, "speedup_vs_ar": 1.2}]
+    summary = summarize_repeats([rows, rows])
+    assert summary[0]["verdict"] == "near-tie at token 5 (margin 0.016 < 0.2); 2 of 2 runs differ"

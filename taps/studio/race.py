@@ -54,6 +54,8 @@ class Lane:
     rounds: list[Round]
     texts: list[str]
     lossless: bool
+    verdict: str = "yes"             # taps.verdict's text: "yes", "near-tie at token 38 (...)", "NO: bug at ..."
+    verdict_detail: str = ""
 
     @property
     def label(self) -> str:
@@ -122,7 +124,7 @@ def decode_race(pair: ModelPair, prompt: str, config: DecodeConfig, profile=None
         label = job.label if job is not None else AR.run_label(budget=None)
         lanes.append(Lane(selector=row.selector, estimator=row.estimator, budget=row.budget,
                           rounds=[Round.from_dict(r) for r in row.round_records], texts=texts.get(label, []),
-                          lossless=row.lossless))
+                          lossless=row.lossless, verdict=row.verdict, verdict_detail=row.verdict_detail))
     return Decoded(prompt=prompt, config=config, lanes=lanes)
 
 
@@ -220,7 +222,7 @@ class Race:
                 "speed-up": round(tau * ar_step / round_s, 2) if round_s > 0 else float("nan"),
                 "verified / round": round(verified / count, 1), "waste %": round(100 * waste / verified, 1)
                 if verified else 0.0, "finish (ms)": round(1000 * self.finish(i), 2),
-                "same text as AR": lane.lossless})
+                "same text as AR": lane.verdict})
         return rows
 
 
@@ -308,12 +310,30 @@ def race_caption(rows: list[dict], clock: str = "modelled") -> str:
     if not parts:
         return ""
     text = "; ".join(parts) + "."
-    lost = [r["method"] for r in rows if not r["same text as AR"]]
-    text += (f" Not lossless here: {_and(lost)} wrote other text than AR." if lost else
-             " Every lane wrote the same text as AR.")
+    text += _lossless_sentence(rows)
     if clock == "measured":
         text += " The measured clock is one decode on this machine: read small gaps as noise."
     return text[0].upper() + text[1:]
+
+
+def _lossless_sentence(rows: list[dict]) -> str:
+    """Which lanes wrote other text than AR, and why (each row's "same text as AR": the verdict
+    text, or a bare True/False): a near-tie that low-precision rounding decided is said apart."""
+    verdicts = {r["method"]: r["same text as AR"] for r in rows if r["same text as AR"] not in (True, "yes")}
+    ties = [m for m, v in verdicts.items() if str(v).startswith("near-tie")]
+    lost = [m for m in verdicts if m not in ties]
+    if not verdicts:
+        return " Every lane wrote the same text as AR."
+    text = ""
+    if lost:
+        why = [str(verdicts[m]) for m in lost if isinstance(verdicts[m], str)]
+        text += f" Not lossless here: {_and(lost)} wrote other text than AR" + (f" ({'; '.join(why)})" if why else "")
+        text += "."
+    if ties:
+        text += (f" {_and(ties)} left AR's text at a near-tie ({'; '.join(str(verdicts[m]) for m in ties)}): two "
+                 f"tokens within rounding of each other, which a tree forward and an AR step round differently "
+                 f"in low precision; not a bug (rerun in float32 for a strict check).")
+    return text
 
 
 def curve_shape(points: Sequence[tuple[int, float]]) -> str:

@@ -25,6 +25,7 @@ import numpy as np
 from ..eval.metrics import modelled_speedup
 from ..policies import policy
 from ..record import Round
+from ..verdict import combine
 
 WIDE_SPREAD = 0.25           # (high - low) / median above this is called wide
 BUSY_LOAD = 0.75             # 1-minute load average per core above this is called busy
@@ -370,7 +371,7 @@ def summarize_repeats(repeats: Sequence[Sequence[dict]], profile=None) -> list[d
             "label": label, "selector": first["selector"], "estimator": first["estimator"], "budget": budget,
             "tau": first["tau"], "rounds": first["rounds"], "new_tokens": first["new_tokens"],
             "verified_nodes": first["verified_nodes"], "waste_share": first["waste_share"],
-            "lossless": all(r["lossless"] for r in rows),
+            "lossless": all(r["lossless"] for r in rows), "verdict": combine(rows),
             "same_rounds": all(r.get("round_shape") == first.get("round_shape") for r in rows),
             "modelled_speedup": modelled["speedup"] if modelled else float("nan"),
             "modelled_round_s": modelled["round_s"] if modelled else float("nan"),

@@ -311,7 +311,7 @@ def with_strict(verdict: Verdict, strict: Verdict) -> Verdict:
     kind = "bug" if strict.kind == "bug" else verdict.kind
     note = ("identical" if strict.same else strict.text)
     return replace(verdict, kind=kind, text=f"{verdict.text}; {strict.dtype}: {note}",
-                   detail=f"{verdict.detail} Rerun in {strict.dtype}: {strict.detail}")
+                   detail=f"{verdict.detail} The strict check, rerun in {strict.dtype}: {strict.detail}")
 
 
 # ------------------------------------------------------------------------------------ many runs

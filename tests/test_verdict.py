@@ -23,6 +23,7 @@ from transformers import Qwen3ForCausalLM
 import taps.session
 from taps import DecodeConfig, DecodeSession, load_pair
 from taps.eval import bench
+from taps.eval.cli import main
 from taps.eval.runner import Job, aggregate, format_table, run_prompt
 from taps.policies import AR, DDTREE
 from taps.studio.race import Race, decode_race, race_caption
@@ -48,7 +49,7 @@ BUDGET = 8
 
 
 @pytest.fixture(scope="module")
-def tie_pair(tmp_path_factory):
+def tie_pair_dir(tmp_path_factory):
     folder = build_tiny_pair(tmp_path_factory.mktemp("tie") / "tiny")
     model = Qwen3ForCausalLM.from_pretrained(folder / "target")
     gen = torch.Generator().manual_seed(B)
@@ -57,7 +58,12 @@ def tie_pair(tmp_path_factory):
         rows[B] = rows[A] + 0.01 * rows[A].abs().mean() * torch.randn(rows.shape[1], generator=gen)
     assert model.get_output_embeddings().weight.data_ptr() == rows.data_ptr()
     model.save_pretrained(folder / "target")
-    return load_pair(folder, device=TEST_DEVICE, dtype="bfloat16")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tie_pair(tie_pair_dir):
+    return load_pair(tie_pair_dir, device=TEST_DEVICE, dtype="bfloat16")
 
 
 def _config(selector: str, temperature: float = 0.0) -> DecodeConfig:
@@ -250,3 +256,17 @@ def test_repeated_races_show_the_verdict():
              "tokens_per_s": 10.0, "speedup_vs_ar": 1.2}]
     summary = summarize_repeats([rows, rows])
     assert summary[0]["verdict"] == "near-tie at token 5 (margin 0.016 < 0.2); 2 of 2 runs differ"
+
+
+def test_generate_prints_the_verdict_when_asked(tie_pair_dir, decodes, capsys):
+    prompt, run, ar = next((p, run, ar) for p, run, ar in decodes if run.generated != ar.generated)
+    args = ["generate", "--pair", str(tie_pair_dir), "--device", TEST_DEVICE, "--dtype", "bfloat16", "--prompt",
+            prompt, "--selector", DDTREE.name, "--budget", str(BUDGET), "--max-new-tokens", str(NEW)]
+    assert main(args) == 0 and "same as AR" not in capsys.readouterr().out
+    assert main(args + ["--check"]) == 0
+    out = capsys.readouterr().out
+    position = next(i for i, (a, b) in enumerate(zip(run.generated, ar.generated)) if a != b)
+    assert f"# same as AR: near-tie at token {position + 1} (margin " in out and "--dtype float32" in out
+    assert main(args + ["--strict"]) == 0
+    out = capsys.readouterr().out
+    assert f"# same as AR: near-tie at token {position + 1} (margin " in out and "; float32: " in out

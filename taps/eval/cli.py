@@ -18,7 +18,7 @@ import sys
 
 from ..chat import chat_prompt_ids
 from ..config import add_config_flags, config_from_args
-from ..policies import names, policy
+from ..policies import AR, names, policy
 
 
 def _csv(kind):
@@ -104,6 +104,13 @@ def cmd_generate(args) -> int:
     print(f"# {s.new_tokens} tokens in {s.rounds} rounds: tau {s.tau:.2f}, {s.tokens_per_s:.1f} tokens/s, "
           f"waste {100 * s.waste_share:.1f}%, stop: {session.stop_reason}")
     print((pair.tokenizer.decode(session.prompt_ids) if args.chat else args.prompt) + session.text)
+    if getattr(args, "check", False) or getattr(args, "strict", False):
+        from .runner import run_verdict
+
+        ar = DecodeSession(pair, session.prompt_ids, config.with_run(AR.name), profile=profile)
+        ar.run()
+        verdict = run_verdict(pair, session, ar, profile, strict=getattr(args, "strict", False))
+        print(f"# same as AR: {verdict.text}" + ("" if verdict.same else f"\n# {verdict.detail}"))
     return 0
 
 
@@ -138,7 +145,8 @@ def cmd_compare(args) -> int:
                 bar.set_postfix_str(f"{prompt['id']} {row.label}")
                 bar.update()
             rows += [{**row.as_dict(), "chat": bool(args.chat)}
-                     for row in run_prompt(pair, prompt, jobs, config, profile=profile, on_result=tick)]
+                     for row in run_prompt(pair, prompt, jobs, config, profile=profile, on_result=tick,
+                                           strict=getattr(args, "strict", False))]
     summary = aggregate(rows)
     print(f"# pair {pair.name} on {pair.device}, {len(prompts)} {'chat ' if args.chat else ''}prompt(s), "
           f"T={args.temperature}, {args.max_new_tokens} new tokens")
@@ -158,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_pair_arguments(gen)
     add_decode_arguments(gen)
     gen.add_argument("--prompt", required=True)
+    gen.add_argument("--check", action="store_true", help="also decode with AR and print the lossless verdict")
+    gen.add_argument("--strict", action="store_true", help="--check, and rerun a low-precision near-tie in float32")
     add_chat_argument(gen)
     gen.set_defaults(func=cmd_generate)
     cmp = sub.add_parser("compare", help="every selector x budget side by side, AR alongside")
@@ -171,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="for taps (default: marginal,online, plus learned when the pair has a scorer)")
     cmp.add_argument("--budgets", type=_csv(int), default=[8, 16, 32, 64])
     cmp.add_argument("--out", help="write per-run rows as JSON")
+    cmp.add_argument("--strict", action="store_true", help="rerun a run that left AR's tokens at a low-precision "
+                                                            "near-tie in float32 (a float32 copy of the pair)")
     cmp.set_defaults(func=cmd_compare)
     return parser
 

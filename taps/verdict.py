@@ -8,12 +8,15 @@ a near-tie, not a bug. A token the target did not pick by a wide margin is a bug
 
 `lossless_verdict` finds the first generated position where the tokens differ and measures the
 target's margin there in both runs: the run's own token against AR's, in the logits each run's own
-forward produced. It gets those logits by replaying the run's verify forwards (the verified trees
-of its `Round` records, with a fresh cache, the same prefill, the same rows and masks and the same
-cache compaction, up to the round that chose the token), and AR's by replaying AR's one-row steps:
-on a deterministic device these are the very numbers each run compared. Without round records, the
-run's side is one multi-row forward over the shared prefix (a verify's shape, not its exact rows).
-The cost is one target forward per round up to the difference, and only when the tokens differ.
+forward produced (at a near-tie these two are the target's top two, so this is its top-2 margin;
+a wrong token may rank anywhere, and the margin then says how far below the target's pick it was).
+It gets those logits by replaying the run's verify forwards (the verified trees of its `Round`
+records, with a fresh cache, the same prefill, the same rows and masks and the same cache
+compaction, up to the round that chose the token), and AR's by replaying AR's one-row steps: on a
+deterministic device these are the very numbers each run compared (rather than storing margins
+while decoding, which would cost every round of every run). Without round records, the run's side
+is one multi-row forward over the shared prefix (a verify's shape, not its exact rows). The cost
+is one target forward per round up to the difference, and only when the tokens differ.
 
 The threshold (`near_tie_threshold`) is derived from the dtype's machine epsilon, scaled by what
 rounding can move a logit by. A value stored in the dtype carries a relative error of up to eps

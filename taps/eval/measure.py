@@ -73,15 +73,14 @@ def measure_verify(pair, sizes: list[int], context_length: int, repeats: int,
     """Median and relative spread of the tree forward at each size (chain-shaped trees after
     `context_length` cached tokens), with the sizes interleaved in every repeat so that a burst of
     load hits all sizes alike."""
-    from transformers import DynamicCache
-
+    from ..target_cache import make_target_cache
     from ..tree import DraftTree
     from ..verify import target_body, trim_cache
 
     device = torch.device(pair.device)
     vocab = pair.target.config.vocab_size
     gen = torch.Generator().manual_seed(0)
-    cache = DynamicCache(config=pair.target.config)
+    cache = make_target_cache(pair.target.config, capacity=context_length + max(sizes, default=0) + 1)   # as sessions
     if context_length:
         context = torch.randint(0, vocab, (1, context_length), generator=gen).to(device)
         target_body(pair.target, cache, context, torch.arange(context_length, device=device).view(1, -1),

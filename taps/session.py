@@ -123,24 +123,29 @@ class DecodeSession:
         ctx = RoundContext(self.estimator, self.profile, future)
         timer = StageTimer(pair.device)
 
-        lattice = None
-        if sel.policy.needs_drafter:
-            with timer("draft"):
-                lattice = self._draft(root, min(self.block_size - 1, room))
-        with timer("pool"):
-            pool = sel.pool(root, lattice, cfg, ctx)
-        with timer("estimate"):
-            pool.reach = sel.estimate(pool, lattice, cfg, ctx)
-        with timer("select"):
-            selected = sel.select(pool, cfg, ctx)
-            tree = pool.subtree(selected)
-            if not tree.is_prefix_closed() or tree.size > cfg.budget:
-                raise RuntimeError(f"selector {cfg.selector} produced an invalid tree "
-                                   f"(size {tree.size}, budget {cfg.budget})")
-        with timer("verify"):
-            hidden, features = self._verify(tree, start)
-            head = HeadRows(pair.target, hidden)
-            result = walk(tree, head, cfg.temperature, cfg.seed, start)
+        lattice, stage = None, "draft"
+        try:
+            if sel.policy.needs_drafter:
+                with timer("draft"):
+                    lattice = self._draft(root, min(self.block_size - 1, room))
+            stage = "select"
+            with timer("pool"):
+                pool = sel.pool(root, lattice, cfg, ctx)
+            with timer("estimate"):
+                pool.reach = sel.estimate(pool, lattice, cfg, ctx)
+            with timer("select"):
+                selected = sel.select(pool, cfg, ctx)
+                tree = pool.subtree(selected)
+                if not tree.is_prefix_closed() or tree.size > cfg.budget:
+                    raise RuntimeError(f"selector {cfg.selector} produced an invalid tree "
+                                       f"(size {tree.size}, budget {cfg.budget})")
+            stage = "verify"
+            with timer("verify"):
+                hidden, features = self._verify(tree, start)
+                head = HeadRows(pair.target, hidden)
+                result = walk(tree, head, cfg.temperature, cfg.seed, start)
+        except torch.cuda.OutOfMemoryError as exc:
+            raise self._out_of_memory(stage, start) from exc
         with timer("commit"):
             keep = [0] + result.accepted
             compact_cache(self.cache, start, keep)
@@ -172,12 +177,18 @@ class DecodeSession:
     def _verify(self, tree, start: int):
         ids, pos, mask = self.tree_mask.verify_inputs(tree, start, start)
         layers = self.pair.feature_layers if self.draft_context is not None else None
-        try:
-            return target_body(self.pair.target, self.cache, ids, pos, mask, layers, compiled=self.compile_verify)
-        except torch.cuda.OutOfMemoryError as exc:
-            trim_cache(self.cache, start)
-            raise RuntimeError(f"the GPU ran out of memory verifying {tree.size} nodes; lower the budget "
-                               f"(the session is unchanged and can continue)") from exc
+        return target_body(self.pair.target, self.cache, ids, pos, mask, layers, compiled=self.compile_verify)
+
+    def _out_of_memory(self, stage: str, start: int) -> RuntimeError:
+        """Undo a round that ran out of device memory (the target's cache back to the committed
+        tokens; the drafter's context only advances once a draft succeeds) and say what to lower."""
+        trim_cache(self.cache, start)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        lower = {"draft": "the block size (block_size) or top_k", "select": "the budget, pool_cap or top_k",
+                 "verify": "the budget"}[stage]
+        return RuntimeError(f"the device ran out of memory in the {stage} stage; lower {lower} or use a "
+                            f"shorter prompt (the session is unchanged and can continue)")
 
     def run(self, callback=None) -> list[Round]:
         """Step until finished; `callback(round)` after each round (progress bars, live counters)."""

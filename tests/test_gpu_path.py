@@ -515,3 +515,36 @@ def test_compiled_verify_gives_the_same_tokens(tiny_pair_dir):
     assert hasattr(pair.target.get_decoder(), "_taps_compiled")
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0          # compiled code did run
     assert all("forward" not in layer.__dict__ for layer in pair.target.get_decoder().layers)   # restored
+
+
+@pytest.mark.parametrize("stage", ["draft", "verify"])
+def test_running_out_of_device_memory_names_what_to_lower_and_the_session_goes_on(tiny_pair, monkeypatch, stage):
+    """A round that runs out of device memory says which setting to lower, leaves the session as it
+    was, and the next rounds decode exactly plain greedy's tokens."""
+    import taps.session as session_module
+    from taps import greedy_continuation
+
+    prompt = [5, 9, 11, 3, 7]
+    s = DecodeSession(tiny_pair, prompt, selector="ddtree", budget=8, max_new_tokens=24, stop_at_eos=False)
+    s.step()
+    before = (list(s.tokens), s.cache.get_seq_length())
+    calls = {"n": 0}
+
+    def fail_once(original):
+        def wrapped(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+            return original(*args, **kwargs)
+        return wrapped
+
+    if stage == "draft":
+        monkeypatch.setattr(s, "_draft", fail_once(s._draft))
+    else:
+        monkeypatch.setattr(session_module, "target_body", fail_once(session_module.target_body))
+    with pytest.raises(RuntimeError, match=f"ran out of memory in the {stage} stage; lower .*"
+                                           f"{'block size' if stage == 'draft' else 'the budget'}"):
+        s.step()
+    assert (list(s.tokens), s.cache.get_seq_length()) == before
+    s.run()
+    assert s.generated == greedy_continuation(tiny_pair, prompt, 24)

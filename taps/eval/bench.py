@@ -479,6 +479,7 @@ class _Plan:
     jobs: list[Job]
     out: Path
     chat: bool = False                # prompts formatted by the tokenizer's chat template (--chat)
+    strict: bool = False              # a low-precision near-tie is rerun in float32 (--strict)
 
 
 def _plan(args) -> _Plan:
@@ -501,7 +502,8 @@ def _plan(args) -> _Plan:
     if not chosen:
         raise ValueError(f"no prompt of the {suite} suite leaves room for {args.max_new_tokens} new tokens in "
                          f"the model's {pair.max_context}-token context")
-    return _Plan(suite, len(prompts), chosen, skipped, pair, config, jobs, Path(args.out), args.chat)
+    return _Plan(suite, len(prompts), chosen, skipped, pair, config, jobs, Path(args.out), args.chat,
+                 bool(getattr(args, "strict", False)))
 
 
 def _resume(group: Group, plan: _Plan, settings: dict) -> tuple[set[tuple], str]:
@@ -556,7 +558,7 @@ def _run_prompts(group: Group, plan: _Plan, mine: list[tuple[dict, list[Job]]], 
                 progress.set_postfix_str(f"{row['prompt_id']} {run_label(run.selector, run.estimator, run.budget)}")
                 progress.update()
 
-            run_prompt(plan.pair, prompt, left, plan.config, profile=profile, on_result=record)
+            run_prompt(plan.pair, prompt, left, plan.config, profile=profile, on_result=record, strict=plan.strict)
     progress.close()
     return new_rows
 
@@ -655,6 +657,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--prompts", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line (instead of --suite)")
     parser.add_argument("--limit", type=int, help="the first N prompts that fit the context")
     add_chat_argument(parser)
+    parser.add_argument("--strict", action="store_true",
+                        help="rerun a run that left AR's tokens at a low-precision near-tie in float32 (taps.verdict)")
     parser.add_argument("--selectors", type=_csv(str), default=list(names()),
                         help="AR always runs alongside, as the baseline of every speed-up")
     parser.add_argument("--estimators", type=_csv(str), default=None,

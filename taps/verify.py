@@ -63,8 +63,26 @@ def target_body(target, cache: Cache, input_ids: torch.Tensor, position_ids: tor
     decoder = target.get_decoder()
     with FeatureTap(decoder, feature_layers) as tap, CompiledLayers(decoder, compiled):
         out = decoder(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-                      cache=cache, use_cache=True, output_hidden_states=tap.needs_all_hidden_states)
+                      **{cache_argument(decoder): cache}, use_cache=True,
+                      output_hidden_states=tap.needs_all_hidden_states)
     return out.last_hidden_state[0], tap.features(out)
+
+
+_CACHE_ARGUMENT: dict[type, str] = {}
+
+
+def cache_argument(decoder) -> str:
+    """The name under which this transformers version's decoder takes its cache: `cache` (5.24 on;
+    the old name still works there, with a warning) or `past_key_values` (earlier 5.x, e.g. the 5.17
+    of the GPU check's image, which silently ignores an unknown `cache=`: the forward would then run
+    without the cache and fail on the mask's shape)."""
+    kind = type(decoder)
+    if kind not in _CACHE_ARGUMENT:
+        import inspect
+
+        names = inspect.signature(kind.forward).parameters
+        _CACHE_ARGUMENT[kind] = "cache" if "cache" in names or "past_key_values" not in names else "past_key_values"
+    return _CACHE_ARGUMENT[kind]
 
 
 class CompiledLayers:

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streamlit.testing.v1 import AppTest
+import pytest
 
-from taps.studio.failures import checked_summary, source_phrase
+pytest.importorskip("streamlit", reason="the app's packages are not installed (a bare GPU server)")
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from taps.studio.failures import checked_summary, source_phrase  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

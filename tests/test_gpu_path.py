@@ -548,3 +548,23 @@ def test_running_out_of_device_memory_names_what_to_lower_and_the_session_goes_o
     assert (list(s.tokens), s.cache.get_seq_length()) == before
     s.run()
     assert s.generated == greedy_continuation(tiny_pair, prompt, 24)
+
+
+def test_the_cache_goes_under_the_name_this_transformers_takes(tiny_pair):
+    """transformers 5.24 takes `cache=`, earlier 5.x (the GPU image's 5.17) `past_key_values=` and
+    silently ignores `cache=`; the engine asks the decoder's signature."""
+    from taps.verify import cache_argument
+
+    class Old(torch.nn.Module):
+        def forward(self, input_ids=None, past_key_values=None, **kwargs):
+            return None
+
+    class New(torch.nn.Module):
+        def forward(self, input_ids=None, cache=None, **kwargs):
+            return None
+
+    assert cache_argument(Old()) == "past_key_values" and cache_argument(New()) == "cache"
+    import inspect
+
+    names = inspect.signature(type(tiny_pair.target.get_decoder()).forward).parameters
+    assert cache_argument(tiny_pair.target.get_decoder()) in names

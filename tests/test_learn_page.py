@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
-from taps.studio.challenges import CARDS
+pytest.importorskip("streamlit", reason="the app's packages are not installed (a bare GPU server)")
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from taps.studio.challenges import CARDS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

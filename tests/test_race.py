@@ -9,11 +9,13 @@ from dataclasses import replace
 import pytest
 from conftest import fixed_profile
 
-from taps.config import DecodeConfig
-from taps.eval.metrics import modelled_round_s, modelled_speedup
-from taps.policies import AR, DDTREE, DFLASH, ORACLE, TAPS
-from taps.studio.figures.charts import lane_tree_figure
-from taps.studio.race import (
+pytest.importorskip("plotly", reason="the app's packages are not installed (a bare GPU server)")
+
+from taps.config import DecodeConfig  # noqa: E402
+from taps.eval.metrics import modelled_round_s, modelled_speedup  # noqa: E402
+from taps.policies import AR, DDTREE, DFLASH, ORACLE, TAPS  # noqa: E402
+from taps.studio.figures.charts import lane_tree_figure  # noqa: E402
+from taps.studio.race import (  # noqa: E402
     Decoded,
     curve_shape,
     decode_race,
@@ -24,7 +26,7 @@ from taps.studio.race import (
     race_link,
     sweep_caption,
 )
-from taps.studio.speed import Spread
+from taps.studio.speed import Spread  # noqa: E402
 
 PROMPT = "def add(a, b):\n    return"
 NEW = 24

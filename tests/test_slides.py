@@ -8,16 +8,20 @@ import time
 
 import pytest
 from conftest import needs_png_export
-from PIL import Image
 
-from taps import DecodeSession
-from taps.config import DecodeConfig
-from taps.eval.prompts import example_by_id
-from taps.profiles import shipped_reference
-from taps.record import STAGES
-from taps.studio import export
-from taps.studio.app_state import load_pair_from_source
-from taps.studio.figures import round_tree_figure
+pytest.importorskip("PIL", reason="the app's packages are not installed (a bare GPU server)")
+pytest.importorskip("plotly", reason="the app's packages are not installed (a bare GPU server)")
+
+from PIL import Image  # noqa: E402
+
+from taps import DecodeSession  # noqa: E402
+from taps.config import DecodeConfig  # noqa: E402
+from taps.eval.prompts import example_by_id  # noqa: E402
+from taps.profiles import shipped_reference  # noqa: E402
+from taps.record import STAGES  # noqa: E402
+from taps.studio import export  # noqa: E402
+from taps.studio.app_state import load_pair_from_source  # noqa: E402
+from taps.studio.figures import round_tree_figure  # noqa: E402
 
 LIMIT_S = 120.0
 

@@ -111,15 +111,17 @@ def greedy_batch(target, prompts: torch.Tensor, gen_len: int) -> torch.Tensor:
     """Greedy continuation of a batch of equal-length prompts; returns prompts + continuations."""
     from transformers import DynamicCache
 
-    cache = DynamicCache(config=target.config)
-    out = target(input_ids=prompts, cache=cache, use_cache=True)
+    from ..verify import cache_argument
+
+    cache = {cache_argument(target): DynamicCache(config=target.config)}    # the name this transformers takes
+    out = target(input_ids=prompts, **cache, use_cache=True)
     seq = [prompts]
     token = out.logits[:, -1].argmax(-1, keepdim=True)
     for _ in range(gen_len):
         seq.append(token)
         if len(seq) - 1 == gen_len:
             break
-        out = target(input_ids=token, cache=cache, use_cache=True)
+        out = target(input_ids=token, **cache, use_cache=True)
         token = out.logits[:, -1].argmax(-1, keepdim=True)
     return torch.cat(seq, dim=1)
 

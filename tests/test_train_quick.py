@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needs_humaneval
 
 from taps.train import data
 
@@ -90,6 +91,7 @@ def test_token_stream_cache(run_dir: Path) -> None:
     assert stream[-1] == 0 and int((stream == 0).sum()) == meta["files"]
 
 
+@needs_humaneval
 def test_split_is_stable_and_disjoint() -> None:
     train, val = data.corpus_files("train"), data.corpus_files("val")
     assert train == data.corpus_files("train") and val == data.corpus_files("val")
@@ -103,6 +105,7 @@ def test_split_is_stable_and_disjoint() -> None:
         assert not rel.name.startswith("test_")
 
 
+@needs_humaneval
 def test_no_humaneval_prompt_in_training_text() -> None:
     prompts = data.humaneval_prompts()
     assert len(prompts) == 164 and prompts[0]["id"] == "HumanEval/0"

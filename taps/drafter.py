@@ -284,15 +284,24 @@ class DFlashDrafter(nn.Module):
             if getattr(config, name, None) is None:
                 raise ValueError(f"{folder}/{CONFIG_NAME} is not a DFlash drafter config: '{name}' is missing; "
                                  f"pass a DFlash drafter's folder or hub id (e.g. z-lab/Qwen3-4B-DFlash-b16)")
-        model = cls(config)
-        state = _load_safetensors(folder)
+        with torch.device("meta"):
+            model = cls(config)       # no memory and no random init for weights that the file replaces
+        state = {k: v.to(device=device, dtype=dtype) for k, v in _load_safetensors(folder).items()}
         _check_shapes(model, state, folder)
-        missing, unexpected = model.load_state_dict(state, strict=False)
+        missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
         missing = [k for k in missing if "rotary_emb" not in k]
         if missing or unexpected:
             raise ValueError(f"drafter weights in {folder} do not match DFlashDrafter: "
                              f"missing {missing[:5]}, unexpected {unexpected[:5]}")
-        return model.to(device=device, dtype=dtype).eval()
+        model.rotary_emb = float32_rotary(config, device)
+        return model.eval()
+
+
+def float32_rotary(config, device: str | torch.device = "cpu") -> Qwen3RotaryEmbedding:
+    """The rotary embedding with its inverse frequencies in float32, as the target keeps its own
+    whatever its dtype: cast to bfloat16 they are off by up to 2^-9 relative, which turns the angle
+    at position p by p x that, radians a few thousand tokens in (drafts then lose acceptance)."""
+    return Qwen3RotaryEmbedding(config).to(device)
 
 
 def _check_shapes(model: nn.Module, state: dict[str, torch.Tensor], folder: Path) -> None:

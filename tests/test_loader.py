@@ -394,3 +394,15 @@ def test_a_long_decode_across_buffer_growth_keeps_its_drafts(tmp_path, monkeypat
     assert grown == whole and len(grown_rounds) == len(whole_rounds)
     for (pool_a, acc_a), (pool_b, acc_b) in zip(grown_rounds, whole_rounds):
         assert list(pool_a) == list(pool_b) and list(acc_a) == list(acc_b)
+
+
+def test_a_bfloat16_drafter_keeps_float32_rotary_frequencies_as_the_target(pair_source):
+    """Weights in the pair's dtype, built without a random init (meta, then the file's tensors);
+    the rotary inverse frequencies stay float32 like the target's: in bfloat16 they would be off by
+    up to 2^-9 relative, turning the angles by radians a few thousand positions in."""
+    pair = load_pair(pair_source, device="cpu", dtype="bfloat16")
+    drafter = pair.drafter
+    assert not any(t.is_meta for t in drafter.parameters())
+    assert {t.dtype for t in drafter.parameters()} == {torch.bfloat16}
+    assert drafter.rotary_emb.inv_freq.dtype == torch.float32
+    assert torch.equal(drafter.rotary_emb.inv_freq, pair.target.model.rotary_emb.inv_freq.float())

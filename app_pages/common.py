@@ -462,12 +462,17 @@ def _roofline_pickers(pair: ModelPair | None) -> None:
                     format_func=lambda m: data["models"].get(m, {}).get("name", f"{m} (this pair)"),
                     help="The target's layers, widths and vocabulary; the drafter is DFlash's for Qwen3 (5 layers "
                          "at the target's width) or this pair's own.")
+    _ratio_caption(pair, "**Roofline estimate**, not measured", " (1: a 64-node tree costs what one token costs)",
+                   help=roofline.FORMULA)
+
+
+def _ratio_caption(pair: ModelPair | None, lead: str, tail: str = "", help: str | None = None) -> None:
+    """verify(64) / verify(1) of the what-if's profile, beside the runs' own where that is measured."""
     chosen, (measured, run_id) = model_profile(pair), run_profile(pair)
     if chosen is not None:
         against = (f"; {roofline.ratio(measured):.2f} on {profile_label(run_id)}"
                    if measured is not None and measured.kind == "measured" else "")
-        st.caption(f"**Roofline estimate**, not measured: verify(64) / verify(1) = {roofline.ratio(chosen):.2f} there"
-                   f"{against} (1: a 64-node tree costs what one token costs).", help=roofline.FORMULA)
+        st.caption(f"{lead}: verify(64) / verify(1) = {roofline.ratio(chosen):.2f} there{against}{tail}.", help=help)
 
 
 def _shape_picker(pair: ModelPair | None, shapes: dict) -> None:
@@ -481,12 +486,7 @@ def _shape_picker(pair: ModelPair | None, shapes: dict) -> None:
                       "initialised target and DFlash drafter at a public checkpoint's shape: its verify curve, "
                       "drafter pass and AR step. Random weights accept nothing: the acceptance (τ, tree sizes) stays "
                       "this pair's own.")
-    chosen, (measured, run_id) = model_profile(pair), run_profile(pair)
-    if chosen is not None:
-        against = (f"; {roofline.ratio(measured):.2f} on {profile_label(run_id)}"
-                   if measured is not None and measured.kind == "measured" else "")
-        st.caption(f"**Measured shape**, random weights: verify(64) / verify(1) = {roofline.ratio(chosen):.2f} there"
-                   f"{against}.")
+    _ratio_caption(pair, "**Measured shape**, random weights")
 
 
 def profile_sidebar(pair: ModelPair | None) -> None:

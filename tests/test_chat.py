@@ -156,6 +156,7 @@ def test_bench_chat_records_chat_and_refuses_a_plain_resume(chat_pair_dir, chat_
     assert len(rows) == 2 and all(r["chat"] is True for r in rows)
     assert all(r["prompt_sha"] == hashlib.sha1(json.dumps(ids).encode()).hexdigest()[:12] for r in rows)
     assert json.loads((out / "bench.json").read_text())["chat"] is True
+    assert "chat-formatted (the tokenizer's chat template, thinking disabled)" in (out / "summary.md").read_text()
     capsys.readouterr()
     assert bench.main(args) == 2                                    # the same folder without --chat
     assert "chat True there, False now" in capsys.readouterr().err

@@ -294,7 +294,9 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
              + (f" (--limit {meta['limit']})" if meta["limit"] else "")
              + (f"; {len(meta['skipped'])} skipped, too long to leave room for {meta['max_new_tokens']} new "
                 f"tokens in the context: {', '.join(str(s['id']) for s in meta['skipped'][:8])}"
-                + (" ..." if len(meta["skipped"]) > 8 else "") if meta["skipped"] else ""),
+                + (" ..." if len(meta["skipped"]) > 8 else "") if meta["skipped"] else "")
+             + ("; chat-formatted (the tokenizer's chat template, thinking disabled)" if meta.get("chat") else
+                "; as plain text (no chat template)"),
              f"- Decoding: up to {meta['max_new_tokens']} new tokens, temperature {meta['temperature']}, "
              f"seed {meta['seed']}; TAPS size choice {_modes(meta['taps_mode'])}, DDTree size choice "
              f"{_modes(meta['ddtree_mode'])} (each size choice a run of its own, named in the size column)"
@@ -591,7 +593,7 @@ def _write_summary(args, group: Group, plan: _Plan, ordered: list[dict], profile
             "machine": machine_info(plan.pair), "pair": plan.pair.describe(), "world_size": group.world,
             "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
             "taps_mode": args.taps_mode, "ddtree_mode": args.ddtree_mode, "profile_source": profile_source,
-            "run_ids": sorted({r["run_id"] for r in plan_rows if r.get("run_id")})}
+            "run_ids": sorted({r["run_id"] for r in plan_rows if r.get("run_id")}), "chat": plan.chat}
     (plan.out / "summary.md").write_text(summary_markdown(summary, meta))
     return summary
 

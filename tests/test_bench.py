@@ -390,3 +390,26 @@ def test_depth_table_reads_each_pairs_own_runs(tmp_path):
     assert old.endswith("| yes |") and grown.endswith("| yes |")
     with pytest.raises(SystemExit, match="no summary.csv"):
         dt.table(tmp_path, ["old"])
+
+
+def test_paper_table_marks_ddtree_s_best_and_gives_both_ratios(tmp_path):
+    """scripts/paper_table.py: DDTree's best budget marked, TAPS's best cost-sized run, and TAPS over
+    DDTree-512 and over DDTree's best, from a summary.csv's own figures."""
+    import pandas as pd
+
+    rows = [("ar", "none", 1, "", 1.0, 100.0), ("dflash", "marginal", 16, "", 2.5, 150.0),
+            ("ddtree", "marginal", 16, "budget", 3.0, 180.0), ("ddtree", "marginal", 64, "budget", 3.5, 200.0),
+            ("ddtree", "marginal", 512, "budget", 4.0, 50.0), ("ddtree", "marginal", 64, "cost", 3.4, 260.0),
+            ("taps", "learned", 16, "cost", 3.2, 210.0), ("taps", "learned", 64, "cost", 3.6, 220.0),
+            ("taps", "online", 64, "cost", 3.6, 400.0)]
+    frame = pd.DataFrame(rows, columns=["selector", "estimator", "budget", "mode", "tau", "tokens_per_s"])
+    frame["speedup_vs_ar"], frame["lossless"] = frame.tokens_per_s / 100.0, True
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    frame.to_csv(folder / "summary.csv", index=False)
+    (folder / "summary.md").write_text("# Benchmark: humaneval prompts, pair tiny\n")
+    text = "\n".join(_script("paper_table").suite_table(folder))
+    assert "| DDTree @64 **(best)** | 3.50 | 200.0 | 2.00x |" in text      # the cost-mode DDTree row is not a budget
+    assert "DDTree @512 |" in text and "(best)" not in text.split("DDTree @512")[1].split("\n")[0]
+    assert "TAPS/learned, cost-sized trees (best: budget 64) | 3.60 | 220.0 | 2.20x |" in text   # online is not it
+    assert "TAPS over DDTree-512: **4.40x**" in text and "TAPS over DDTree's best (@64): **1.10x**" in text

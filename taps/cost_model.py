@@ -154,13 +154,14 @@ def monotone_fit(values: list[float]) -> list[float]:
 REFERENCE_PROFILES = PROFILES_DIR
 
 
-def reference_profiles(pair_name: str | None = None) -> dict[str, LatencyProfile]:
-    """Profiles of other hardware shipped with the app (assets/profiles/*.json), by file stem, for
-    the modelled speed-up on a machine the user does not have. Each says where it came from. With
-    `pair_name`, only those measured for that pair: another pair's times would price rounds of a
-    model with other layers and widths."""
+def reference_profiles(pair_name: str | None = None, folder: Path | None = None) -> dict[str, LatencyProfile]:
+    """Profiles of other hardware shipped with the app (assets/profiles/*.json, or the profile
+    files in `folder`), by file stem, for the modelled speed-up on a machine the user does not have;
+    files that are not profiles are skipped. Each says where it came from. With `pair_name`, only
+    those measured for that pair: another pair's times would price rounds of a model with other
+    layers and widths."""
     out = {}
-    for path in sorted(REFERENCE_PROFILES.glob("*.json")):
+    for path in sorted(Path(folder or REFERENCE_PROFILES).glob("*.json")):
         try:
             profile = LatencyProfile.load(path)
         except (ValueError, OSError, TypeError):

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from .. import published, roofline
-from ..cost_model import LatencyProfile, default_sizes, monotone_fit
+from ..cost_model import LatencyProfile, default_sizes, monotone_fit, reference_profiles
 from ..policies import AR
 
 KIND = "measured-shape"
@@ -337,14 +337,7 @@ def write_outputs(out: Path, pid: str, profile: LatencyProfile, samples: dict) -
     everything[pid] = {("verify" if isinstance(k, tuple) else k) + (f"({k[1]})" if isinstance(k, tuple) else ""):
                        {**_stats(v), "samples_s": v} for k, v in samples.items()}
     path.write_text(json.dumps(everything, indent=1))
-    found = {}
-    for file in sorted(out.glob("*.json")):
-        try:
-            loaded = LatencyProfile.load(file)
-        except (ValueError, OSError, TypeError):
-            continue
-        if loaded.kind == KIND:
-            found[file.stem] = loaded
+    found = {name: p for name, p in reference_profiles(folder=out).items() if p.kind == KIND}
     (out / "summary.md").write_text(summary_text(found))
 
 

@@ -347,12 +347,10 @@ def short_profile_name() -> str:
     return "reference CPU" if "cpu" in profile_id else "-".join(profile_id.split("-")[:2])
 
 
-@st.cache_data(show_spinner=False)
 def _references(pair_name: str | None) -> dict:
-    """Shipped measured profiles of the pair `pair_name` (all of them when None)."""
-    from taps.cost_model import reference_profiles
-
-    return reference_profiles(pair_name)
+    """Shipped measured profiles of the pair `pair_name` (all of them when None), read once per
+    process and profiles folder (`speed.shipped_profiles`)."""
+    return speed.shipped_profiles(pair_name)
 
 
 def _pair_references(pair: ModelPair | None) -> dict:

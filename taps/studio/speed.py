@@ -218,6 +218,11 @@ _ROOFLINES: dict[tuple, object] = {}
 _SHIPPED: dict[str, dict] = {}
 
 
+def shipped_profiles(pair_name: str | None = None) -> dict:
+    """The shipped measured profiles by id (`_shipped`), only those measured for `pair_name` when given."""
+    return {name: p for name, p in _shipped().items() if pair_name is None or p.pair == pair_name}
+
+
 def _shipped() -> dict:
     """The shipped measured profiles by id, read once per process (they do not change while it runs)."""
     from ..cost_model import REFERENCE_PROFILES, reference_profiles

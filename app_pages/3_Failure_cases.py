@@ -107,6 +107,14 @@ if report is not None:
                          + f"): **{len(report.cases)}** flagged.")
     for message in report.skipped:
         summary_box.warning(f"Skipped {message}")
+    tables = report.reliability_tables()
+    if any(tables.values()):
+        with st.expander("Reliability: did TAPS know how much the target would accept?", expanded=False):
+            st.markdown("Every node these rounds verified, binned by the reach it was predicted (TAPS's calibrated "
+                        "estimate; the marginal product for DDTree, over its rounds from the same positions), "
+                        "against the share of them the target accepted. On the dashed diagonal the estimate is "
+                        "calibrated; below it, over-confident. " + report.calibration_line())
+            ui.chart(figures.reliability_figure(tables), "fail_reliability_chart")
     counts = report.counts()
     kinds = list(KINDS) + ["all"]
     state.setdefault("fail_kind", DDTREE.name)

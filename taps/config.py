@@ -12,6 +12,7 @@ import argparse
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from .calibrate import CALIBRATIONS
 from .flags import add_flags, check_range, field_default, field_limits, spec
 from .policies import DDTREE, TAPS, names, policy
 
@@ -43,6 +44,9 @@ class DecodeConfig:
     seed: int = _spec(0, "seed of the sampling draws (T > 0)", 0, 2**31 - 1)
     max_new_tokens: int = _spec(128, "new tokens to generate at most", 1, MAX_NEW_TOKENS)
     estimator: str = _spec("online", "TAPS's path-conditioned estimator", choices=ESTIMATORS)
+    calibration: str = _spec("online", "TAPS's reach calibration: online (the map shipped with the scorer, then "
+                                       "this session's verdicts), static (the map only) or off (the estimator's "
+                                       "raw reach)", choices=CALIBRATIONS)
     taps_mode: str = _spec("cost", "TAPS tree size: cost (latency profile), reach (the budget's best nodes) or "
                                    "utility (the authors' rule)", choices=TAPS_MODES)
     ddtree_mode: str = _spec("budget", "DDTree tree size: budget (always the budget's best nodes) or cost (the "

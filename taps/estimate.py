@@ -9,7 +9,8 @@ estimators share one interface:
               drafter's favourite), shrunk toward the raw marginal while data are few.
 - `learned`:  the TAPS scorer network (`taps.scorer`).
 
-Every estimator returns q <= 1, so reach never grows along a path.
+Every estimator returns q <= 1, so reach never grows along a path. Its reach is then calibrated
+(`taps.calibrate`): the map shipped with the scorer, then this session's own verdicts.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import kernels
+from .calibrate import CALIBRATIONS, Calibrator
 from .config import ESTIMATORS
 from .pool import Lattice
 from .scorer import ScorerTables
@@ -42,10 +44,12 @@ def normalise_siblings(parents: np.ndarray, edge_q: np.ndarray) -> np.ndarray:
 
 
 class Estimator:
-    """Interface: `edge_probs` before verification, `observe` after it (online learning)."""
+    """Interface: `edge_probs` before verification, `observe` after it (online learning). A session's
+    estimator carries a `Calibrator` for its reach (None: the raw reach)."""
 
     name = "base"
     learns = False            # whether `observe` uses the target's verdicts (then the session computes them)
+    calibrator: Calibrator | None = None
 
     def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
         raise NotImplementedError
@@ -55,8 +59,31 @@ class Estimator:
         given its parent reached (1/0 at T=0, the target's probability at T>0), NaN where the
         parent was not verified. Only the online estimator uses it."""
 
-    def reach(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
+    @property
+    def wants_feedback(self) -> bool:
+        """Whether the session should compute the target's verdicts for `observe_round`."""
+        return self.learns or (self.calibrator is not None and self.calibrator.learns)
+
+    def raw_reach(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
+        """The product of this estimator's q along each path, uncalibrated."""
         return reach_from_edges(pool.parents, self.edge_probs(pool, lattice), pool.depths)
+
+    def reach(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
+        raw = self.raw_reach(pool, lattice)
+        if self.calibrator is None:
+            return raw
+        static = self.calibrator.static(pool, raw)
+        self._static = (pool, static)          # what the online correction learns against
+        return self.calibrator.online(pool, static)
+
+    def observe_round(self, pool: DraftTree, selected: np.ndarray, edge_target: np.ndarray) -> None:
+        """After verification: the estimator's own learning and the calibrator's online correction."""
+        if self.learns:
+            self.observe(pool, edge_target)
+        if self.calibrator is not None and self.calibrator.learns:
+            last = getattr(self, "_static", None)
+            static = last[1] if last is not None and last[0] is pool else pool.reach
+            self.calibrator.observe(pool, static, selected, edge_target)
 
 
 class MarginalEstimator(Estimator):
@@ -149,14 +176,23 @@ def scorer_tables(pair) -> ScorerTables:
     return _TABLES[key]
 
 
-def make_estimator(name: str, pair=None) -> Estimator:
-    """A fresh estimator for one session (the online one learns from that session's rounds)."""
+def make_estimator(name: str, pair=None, calibration: str = "online", temperature: float = 0.0) -> Estimator:
+    """A fresh estimator for one session (the online one learns from that session's rounds), its
+    reach calibrated as `calibration` says (online, static or off) with the map the pair's scorer
+    ships for this estimator at the nearest fitted temperature."""
     if name == "marginal":
-        return MarginalEstimator()
-    if name == "online":
-        return OnlineEstimator()
-    if name == "learned":
+        estimator = MarginalEstimator()
+    elif name == "online":
+        estimator = OnlineEstimator()
+    elif name == "learned":
         if pair is None or pair.scorer is None:
             raise ValueError("the 'learned' estimator needs a trained TAPS scorer, and this pair has none")
-        return LearnedEstimator(scorer_tables(pair))
-    raise ValueError(f"unknown estimator '{name}': choose one of {', '.join(ESTIMATORS)}")
+        estimator = LearnedEstimator(scorer_tables(pair))
+    else:
+        raise ValueError(f"unknown estimator '{name}': choose one of {', '.join(ESTIMATORS)}")
+    if calibration not in CALIBRATIONS:
+        raise ValueError(f"unknown calibration '{calibration}': choose one of {', '.join(CALIBRATIONS)}")
+    shipped = getattr(pair, "calibration", None)
+    reach_map = shipped.reach_map(name, temperature) if shipped is not None else None
+    estimator.calibrator = Calibrator(reach_map, calibration)
+    return estimator

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+from .calibrate import Calibration
 from .drafter import DFlashDrafter, resolve_folder
 from .linear import pack_linears
 from .paths import MODELS_DIR
@@ -44,6 +45,7 @@ class ModelPair:
     fingerprint: str = ""            # what the pair was loaded from (`fingerprint`; keys latency profiles)
     drafter_precision: str = "same"  # the drafter's inference precision: "same" as the target, or "int8"
     generation_eos: tuple[int, ...] = ()   # stop tokens of the target's generation_config.json
+    calibration: Calibration | None = None   # reach maps shipped with the scorer (taps.calibrate)
     _texts: dict = field(default_factory=dict, repr=False, compare=False)   # token id -> its text
 
     @property
@@ -375,15 +377,16 @@ def _load_parts(parts: dict, name: str, dev: torch.device, dtype: torch.dtype, n
             folders["drafter"] = resolve_folder(parts["drafter"], allow_patterns=["*.json", "*.safetensors"])
             draft = DFlashDrafter.from_pretrained(folders["drafter"], dtype=dtype, device=dev)
     check_fit(model.config, draft, tokenizer)
-    score = None
+    score = calibration = None
     if parts.get("scorer"):
         with _loading("the TAPS scorer", parts["scorer"]):
             folders["scorer"] = resolve_folder(parts["scorer"])
             score = TapsScorer.from_pretrained(folders["scorer"], device=dev)
+            calibration = Calibration.load(folders["scorer"])
         if score.config.model_dim != model.config.hidden_size:
             raise PairError(f"scorer expects model dim {score.config.model_dim}, target has {model.config.hidden_size}")
     return ModelPair(target=model, tokenizer=tokenizer, drafter=draft, scorer=score, name=name, device=dev,
-                     dtype=dtype, fingerprint=fingerprint(folders), generation_eos=stops,
+                     dtype=dtype, fingerprint=fingerprint(folders), generation_eos=stops, calibration=calibration,
                      drafter_precision=drafter_precision if draft is not None else "same")
 
 

@@ -270,10 +270,13 @@ def hidden_array(lattice: Lattice) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------ loss
 def scorer_loss(edge_logq: torch.Tensor, other_logq: torch.Tensor, f: PoolFeatures, edge_target: torch.Tensor,
-                bce_weight: float = 0.5) -> tuple[torch.Tensor, dict[str, float]]:
+                bce_weight: float = 0.5, bce_focus: float = 0.0) -> tuple[torch.Tensor, dict[str, float]]:
     """KL(target || q) per parent plus bce_weight x BCE between predicted and target reach.
 
-    `edge_target` [E]: the target model's probability of each child token at its parent."""
+    `edge_target` [E]: the target model's probability of each child token at its parent.
+    `bce_focus` > 0 weights each node's BCE by min(1, max(predicted, target reach) / bce_focus)
+    (normalised to mean 1): the nodes whose reach a size choice reads count fully, the mass of
+    nodes no tree would hold less."""
     group = torch.as_tensor(f.edge_group, device=edge_logq.device)
     other_target = (1.0 - torch.zeros_like(other_logq).index_add(0, group, edge_target)).clamp(min=0.0)
     eps = 1e-8
@@ -284,7 +287,12 @@ def scorer_loss(edge_logq: torch.Tensor, other_logq: torch.Tensor, f: PoolFeatur
     depths = torch.as_tensor(f.depth_index + 1, device=edge_logq.device)
     pred_reach = _path_cumsum(edge_logq, parent_ids, depths).exp().clamp(1e-7, 1 - 1e-7)
     true_reach = _path_cumsum((edge_target + eps).log(), parent_ids, depths).exp().clamp(0.0, 1.0)
-    bce = F.binary_cross_entropy(pred_reach, true_reach)
+    if bce_focus > 0:
+        weight = (torch.maximum(pred_reach.detach(), true_reach) / bce_focus).clamp(max=1.0)
+        weight = weight / weight.mean().clamp(min=1e-8)
+        bce = F.binary_cross_entropy(pred_reach, true_reach, weight=weight)
+    else:
+        bce = F.binary_cross_entropy(pred_reach, true_reach)
     loss = kl + bce_weight * bce
     return loss, {"kl": float(kl.detach()), "bce": float(bce.detach())}
 

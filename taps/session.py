@@ -82,7 +82,8 @@ class DecodeSession:
         self.selector = make_selector(cfg.selector)
         needs_drafter = cfg.policy.needs_drafter
         self.block_size = (cfg.block_size or pair.drafter.block_size) if needs_drafter else 1
-        self.estimator = make_estimator(cfg.estimator, pair) if cfg.policy.uses_estimator else None
+        self.estimator = (make_estimator(cfg.estimator, pair, cfg.calibration, cfg.temperature)
+                          if cfg.policy.uses_estimator else None)
         if self.profile is None and cfg.uses_profile:
             self.profile = profiles.required_profile(pair, max_nodes=max(cfg.budget, 1))
         if cfg.policy.hindsight and self._oracle_tokens is None:
@@ -157,8 +158,8 @@ class DecodeSession:
                 max_context=pair.max_context)
             self.finished, self.stop_reason = reason is not None, reason
             self.tokens.extend(committed)
-            if self.estimator is not None and self.estimator.learns:
-                self.estimator.observe(pool, edge_feedback(pool, selected, head, cfg.temperature))
+            if self.estimator is not None and self.estimator.wants_feedback:
+                self.estimator.observe_round(pool, selected, edge_feedback(pool, selected, head, cfg.temperature))
             record = build_round(index=len(self.rounds), config=cfg, pool=pool, selected=selected,
                                  accepted_rows=result.accepted, child_prob=result.child_prob,
                                  bonus_token=result.bonus_token, committed=committed, start=start,

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import needs_humaneval, needs_png_export
@@ -102,7 +103,7 @@ def test_profile_rejects_a_tree_the_context_cannot_hold(tiny_pair_dir, tmp_path,
 
 @needs_png_export
 def test_bench_plots(bench_out):
-    for name in ("tau_vs_budget.png", "tokens_per_s_vs_budget.png"):
+    for name in ("tau_vs_budget.png", "tokens_per_s_vs_budget.png", "reliability.png"):
         assert (bench_out / name).read_bytes()[:8] == PNG_MAGIC, name
 
 
@@ -129,6 +130,30 @@ def test_bench_writes_rows_and_summary(bench_out):
     md = (bench_out / "summary.md").read_text()
     assert "## Results" in md and "TAPS against DFlash and DDTree" in md and "DDTree@" in md
     assert "tiny-random" in md and "cpu" in md and "UTC" in md
+    assert "TAPS reach calibration online" in md
+
+
+def test_bench_reports_expected_against_accepted_tau_and_the_reliability_of_each_run(bench_out):
+    """Every tree run's expected tau (its own prediction, round-weighted) beside its accepted tau,
+    and per run label the verified nodes binned by predicted reach: the counts add up to the rows'."""
+    rows = _rows(bench_out)
+    md = (bench_out / "summary.md").read_text()
+    assert "## Calibration: expected against accepted tau" in md and "## Reliability" in md
+    for label in ("taps/marginal", "taps/online", "ddtree", "dflash"):
+        assert f"| {label} | " in md, label
+    assert "| oracle | " not in md.split("## Calibration")[1]
+    taps_rows = [r for r in rows if r["selector"] == "taps" and r["estimator"] == "online"]
+    counts = np.sum([np.asarray(r["reliability"]) for r in taps_rows], axis=0)
+    assert counts[:, 0].sum() == sum(r["verified_nodes"] for r in taps_rows)
+    for r in taps_rows:
+        assert r["accepted_tau"] >= r["tau"] - 1e-9          # a stop rule only ever cuts the last round
+    with open(bench_out / "summary.csv") as fh:
+        summary = {(r["selector"], r["estimator"], r["budget"]): r for r in csv.DictReader(fh)}
+    entry = summary[("taps", "online", "8")]
+    selected = [r for r in taps_rows if r["budget"] == 8]
+    rounds = sum(r["rounds"] for r in selected)
+    weighted = sum(r["expected_tau"] * r["rounds"] for r in selected) / rounds
+    assert float(entry["expected_tau"]) == pytest.approx(weighted)
 
 
 def test_bench_resume_skips_finished_rows(bench_out, bench_args, tmp_path, capsys):

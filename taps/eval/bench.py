@@ -70,15 +70,16 @@ from .cli import (
     load_profile,
     run_command,
 )
-from .metrics import speedup
+from .metrics import reliability_table, speedup
 from .prompts import SUITES, chat_format, suite_prompts
 from .runner import AR_JOB, Job, aggregate, format_table, group_key, plan_jobs, run_label, run_prompt, warm_up
 
 SUMMARY_COLUMNS = ["selector", "estimator", "budget", "mode", "tau", "tokens_per_s", "speedup_vs_ar", "speedup_p25",
-                   "speedup_p75", "waste_share", "select_share", "lossless", "verdict", "prompts"]
+                   "speedup_p75", "waste_share", "select_share", "lossless", "verdict", "prompts", "expected_tau",
+                   "accepted_tau"]
 DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperature", "seed", "block_size",
                           "top_k", "beam_width", "pool_cap", "ignore_eos", "score_cap",
-                          "threads", "chat")
+                          "threads", "chat", "calibration")
 AR_KEY = AR_JOB.key
 
 
@@ -298,7 +299,8 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
              + ("; chat-formatted (the tokenizer's chat template, thinking disabled)" if meta.get("chat") else
                 "; as plain text (no chat template)"),
              f"- Decoding: up to {meta['max_new_tokens']} new tokens, temperature {meta['temperature']}, "
-             f"seed {meta['seed']}; TAPS size choice {_modes(meta['taps_mode'])}, DDTree size choice "
+             f"seed {meta['seed']}; TAPS reach calibration {meta.get('calibration', 'off')}; "
+             f"TAPS size choice {_modes(meta['taps_mode'])}, DDTree size choice "
              f"{_modes(meta['ddtree_mode'])} (each size choice a run of its own, named in the size column)"
              + (f", latency profile: {meta['profile_source']}" if meta["profile_source"] else ""),
              f"- Processes: {meta['world_size']}"
@@ -338,6 +340,7 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
             lines.append(f"| {c['estimator']} | @{c['taps_budget']}, {c['taps_mode']} | {c['taps_tokens_per_s']:.1f} "
                          f"| {c['taps_tau']:.2f} | {100 * c['taps_select_share']:.1f}% | {dflash} | {ddtree} "
                          f"| {_times(c['equal_budget_over_ddtree'])} |")
+    lines += calibration_markdown(summary)
     lines += ["", "All figures were measured in this run, each configuration once per prompt after a warm-up of "
               "every configuration. Tokens/s counts the whole decoding loop (every round's step() wall clock, the "
               "round record included; prefill excluded for every selector alike); speed-ups are ratios of tokens/s "
@@ -347,6 +350,53 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
               "The oracle knows the target's continuation in hindsight: it bounds what any selector over the "
               "same drafter output can reach.", ""]
     return "\n".join(lines)
+
+
+def reliability_series(summary: list[dict]) -> dict[str, list[dict]]:
+    """Per run label (budgets and size choices pooled), the reliability table of its verified nodes
+    (`metrics.reliability_table`); runs without an estimate of their own (AR, the oracle) left out."""
+    counts: dict[str, np.ndarray] = {}
+    for r in summary:
+        run = label_policy(r["selector"])
+        if run is None or run.baseline or run.hindsight or not r.get("reliability"):
+            continue
+        label = run_label(r["selector"], r["estimator"])
+        counts[label] = counts.get(label, 0) + np.asarray(r["reliability"], dtype=np.float64)
+    return {label: reliability_table(c) for label, c in counts.items()}
+
+
+def calibration_markdown(summary: list[dict]) -> list[str]:
+    """The summary's calibration sections: expected tau (1 + the summed reach of the verified nodes,
+    the selector's own prediction) against accepted tau (1 + the accepted draft nodes) per run, and
+    the reliability table per run label."""
+    runs = [r for r in summary if r.get("accepted_tau") and not _is_baseline(r["selector"])
+            and not getattr(label_policy(r["selector"]), "hindsight", False)]
+    if not runs:
+        return []
+    lines = ["", "## Calibration: expected against accepted tau", "",
+             "Expected tau is what the run predicted for each round before verifying it (1 + the summed reach "
+             "of the verified nodes: TAPS's calibrated estimate, the marginal product for DFlash and DDTree); "
+             "accepted tau is 1 + the draft nodes the target accepted (tau before a stop rule cuts the last "
+             "round); both round-weighted. Within 5% is the aim.", "",
+             "| selector | estimator | budget | size | expected tau | accepted tau | expected / accepted |",
+             "|---|---|---:|---|---:|---:|---:|"]
+    for r in runs:
+        run = label_policy(r["selector"])
+        estimator = r["estimator"] if run is not None and run.uses_estimator else "-"
+        lines.append(f"| {r['selector']} | {estimator} | {r['budget']} | {r.get('mode') or '-'} | "
+                     f"{r['expected_tau']:.2f} | {r['accepted_tau']:.2f} | "
+                     f"{r['expected_tau'] / r['accepted_tau']:.3f} |")
+    series = reliability_series(summary)
+    if series:
+        lines += ["", "## Reliability: predicted reach against accepted share", "",
+                  "Every verified draft node of the run label's runs (budgets and size choices pooled), binned by "
+                  "its predicted reach: the bin's mean prediction and the share the target accepted "
+                  "(`reliability.png` draws it).", "",
+                  "| run | reach | nodes | mean predicted | accepted share |", "|---|---|---:|---:|---:|"]
+        for label, table in series.items():
+            lines += [f"| {label} | {row['bin']} | {row['nodes']} | {row['predicted']:.3f} | {row['observed']:.3f} |"
+                      for row in table]
+    return lines
 
 
 def _series(summary: list[dict]) -> dict[str, list[dict]]:
@@ -379,7 +429,14 @@ def write_plots(summary: list[dict], out: Path, title: str) -> list[Path]:
     plots = (("tau", "tau (tokens per round)", "tau_vs_budget"), ("tokens_per_s", "tokens/s", "tokens_per_s_vs_budget"))
     figs = [budget_figure(series, metric, label, title, baseline=None if ar is None else ar[metric])
             for metric, label, _ in plots]
-    return save_images(figs, [out / f"{name}.png" for _, _, name in plots], width=900, height=520, scale=2)
+    names = [name for _, _, name in plots]
+    reliability = reliability_series(summary)
+    if reliability:
+        from ..studio.figures.charts import reliability_figure
+
+        figs.append(reliability_figure(reliability, title))
+        names.append("reliability")
+    return save_images(figs, [out / f"{name}.png" for name in names], width=900, height=520, scale=2)
 
 
 # ---------------------------------------------------------------------------------------- processes
@@ -430,13 +487,15 @@ def _settings(args, pair) -> dict:
             "block_size": args.block_size, "taps_mode": args.taps_mode, "ddtree_mode": args.ddtree_mode,
             "threads": torch.get_num_threads(), "top_k": args.top_k,
             "beam_width": args.beam_width, "pool_cap": args.pool_cap, "ignore_eos": bool(args.ignore_eos),
-            "score_cap": args.score_cap, "chat": bool(getattr(args, "chat", False))}
+            "score_cap": args.score_cap, "chat": bool(getattr(args, "chat", False)),
+            "calibration": args.calibration}
 
 
 def _check_settings(out: Path, settings: dict) -> None:
     saved_path = out / "bench.json"
     if saved_path.exists():
-        saved = {"chat": False, **json.loads(saved_path.read_text())}     # sweeps from before --chat
+        # sweeps from before --chat and before reach calibration
+        saved = {"chat": False, "calibration": "off", **json.loads(saved_path.read_text())}
         differ = [f"{k} {saved.get(k)!r} there, {settings[k]!r} now" for k in DETERMINISTIC_SETTINGS
                   if saved.get(k) != settings[k]]
         if differ:
@@ -593,7 +652,8 @@ def _write_summary(args, group: Group, plan: _Plan, ordered: list[dict], profile
             "machine": machine_info(plan.pair), "pair": plan.pair.describe(), "world_size": group.world,
             "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
             "taps_mode": args.taps_mode, "ddtree_mode": args.ddtree_mode, "profile_source": profile_source,
-            "run_ids": sorted({r["run_id"] for r in plan_rows if r.get("run_id")}), "chat": plan.chat}
+            "run_ids": sorted({r["run_id"] for r in plan_rows if r.get("run_id")}), "chat": plan.chat,
+            "calibration": args.calibration}
     (plan.out / "summary.md").write_text(summary_markdown(summary, meta))
     return summary
 

@@ -7,8 +7,9 @@ the same process on the same device.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from ..config import run_label
@@ -50,9 +51,11 @@ class RunSummary:
     select_share: float        # (pool + estimate + select) / total time
     stage_shares: dict[str, float]
     expected_tau: float        # mean of the selector's own prediction of tau
+    accepted_tau: float = 0.0  # mean of 1 + accepted draft nodes per round (tau before a stop rule cuts the last)
+    reliability: list = field(default_factory=list)   # `reliability_counts` of the verified nodes
 
     def as_row(self) -> dict:
-        row = {k: v for k, v in self.__dict__.items() if k != "stage_shares"}
+        row = {k: v for k, v in self.__dict__.items() if k not in ("stage_shares", "reliability")}
         row.update({f"{stage}_time_share": share for stage, share in self.stage_shares.items()})
         return row
 
@@ -71,7 +74,39 @@ def summarize(rounds: list[Round]) -> RunSummary:
         waste_share=waste / verified if verified else 0.0,
         select_share=(stage_time["pool"] + stage_time["estimate"] + stage_time["select"]) / total if total else 0.0,
         stage_shares={s: (t / total if total else 0.0) for s, t in stage_time.items()},
-        expected_tau=sum(r.expected_tau for r in rounds) / n if n else 0.0)
+        expected_tau=sum(r.expected_tau for r in rounds) / n if n else 0.0,
+        accepted_tau=sum(1 + len(r.accepted) for r in rounds) / n if n else 0.0,
+        reliability=reliability_counts(rounds))
+
+
+RELIABILITY_BINS = 10
+
+
+def reliability_counts(rounds: list[Round], bins: int = RELIABILITY_BINS) -> list[list[float]]:
+    """Per equal-width bin of predicted reach: [verified draft nodes, the sum of their predicted
+    reach, how many were accepted]. Summed over runs, it gives the reliability diagram (mean
+    predicted reach against the accepted share, per bin)."""
+    counts = np.zeros((bins, 3))
+    for r in rounds:
+        nodes = np.asarray(r.selected[1:], dtype=np.int64)
+        if nodes.size == 0:
+            continue
+        reach = np.asarray(r.pool_reach, dtype=np.float64)[nodes]
+        accepted = np.isin(nodes, np.asarray(r.accepted, dtype=np.int64)).astype(np.float64)
+        which = np.clip((reach * bins).astype(np.int64), 0, bins - 1)
+        np.add.at(counts, which, np.column_stack([np.ones_like(reach), reach, accepted]))
+    return counts.round(6).tolist()
+
+
+def reliability_table(counts, bins: int = RELIABILITY_BINS) -> list[dict]:
+    """`reliability_counts` (summed over any number of runs) as rows: the bin, its nodes, their mean
+    predicted reach and their accepted share (empty bins left out)."""
+    rows = []
+    for b, (nodes, predicted, accepted) in enumerate(np.asarray(counts, dtype=np.float64).reshape(-1, 3)):
+        if nodes > 0:
+            rows.append({"bin": f"{b / bins:.1f}-{(b + 1) / bins:.1f}", "nodes": int(nodes),
+                         "predicted": predicted / nodes, "observed": accepted / nodes})
+    return rows
 
 
 def speedup(run_tokens_per_s: float, baseline_tokens_per_s: float) -> float:

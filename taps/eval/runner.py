@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable
 
+import numpy as np
+
 from ..config import DecodeConfig, run_label
 from ..cost_model import LatencyProfile
 from ..pair import ModelPair
@@ -96,6 +98,8 @@ class RunRow:
     verdict: str = "yes"            # `taps.verdict`: "yes", "near-tie at token 38 (...)", "NO: bug at token 13 (...)"
     verdict_kind: str = "identical"  # identical | near-tie | bug
     verdict_detail: str = ""
+    accepted_tau: float = 0.0        # 1 + accepted draft nodes per round (before a stop rule cuts the last)
+    reliability: list | None = None  # `metrics.reliability_counts` of the run's verified nodes
 
     @property
     def label(self) -> str:
@@ -115,7 +119,8 @@ class RunRow:
                    expected_tau=summary.expected_tau, lossless=session.generated == ar_tokens,
                    time_s=summary.time_s, stage_shares=summary.stage_shares,
                    round_records=[r.to_dict() for r in session.rounds] if keep_rounds else None,
-                   verdict=verdict.text, verdict_kind=verdict.kind, verdict_detail=verdict.detail)
+                   verdict=verdict.text, verdict_kind=verdict.kind, verdict_detail=verdict.detail,
+                   accepted_tau=summary.accepted_tau, reliability=summary.reliability)
 
     def as_dict(self) -> dict:
         """A flat dict (JSON, CSV): stage shares as `<stage>_time_share`, plus `label`."""
@@ -201,8 +206,24 @@ def aggregate(rows: list[dict]) -> list[dict]:
             "tokens_per_s": rate, "speedup_vs_ar": speedup(rate, ar_rate),
             "waste_share": sum(r["waste_share"] * r["verified_nodes"] for r in items) / verified if verified else 0.0,
             "select_share": sum(r["select_share"] * r["time_s"] for r in items) / max(time_s, 1e-12),
-            "lossless": all(r["lossless"] for r in items), "verdict": combine(items), "prompts": len(items)})
+            "lossless": all(r["lossless"] for r in items), "verdict": combine(items), "prompts": len(items),
+            **calibration_fields(items)})
     return out
+
+
+def calibration_fields(items: list[dict]) -> dict:
+    """Round-weighted expected tau (the selector's own prediction) and accepted tau (1 + accepted
+    draft nodes per round) of a group of runs, and their summed reliability counts; empty for rows
+    written before these were recorded."""
+    if not items or any(r.get("accepted_tau") in (None, "") for r in items):
+        return {}
+    rounds = max(sum(int(r["rounds"]) for r in items), 1)
+    counts = [r.get("reliability") for r in items]
+    summed = np.sum([np.asarray(c, dtype=np.float64) for c in counts], axis=0).round(6).tolist() \
+        if all(isinstance(c, list) and c for c in counts) else None
+    return {"expected_tau": sum(float(r["expected_tau"]) * int(r["rounds"]) for r in items) / rounds,
+            "accepted_tau": sum(float(r["accepted_tau"]) * int(r["rounds"]) for r in items) / rounds,
+            "reliability": summed}
 
 
 def group_key(row: dict) -> tuple:

@@ -209,6 +209,35 @@ class FailureReport:
     skipped: list[str] = field(default_factory=list)   # one message per prompt that could not run
     config: dict = field(default_factory=dict)          # the TAPS settings the report ran with
     waste_threshold: float = 0.5
+    # per run label (TAPS's, and DDTree's over its probe rounds): reliability counts of the verified
+    # nodes (`taps.eval.metrics.reliability_counts`) and the summed expected and accepted tau
+    reliability: dict[str, dict] = field(default_factory=dict)
+
+    def add_rounds(self, label: str, rounds: list[Round]) -> None:
+        """Count these rounds' verified nodes and taus into `label`'s reliability."""
+        from ..eval.metrics import reliability_counts
+
+        entry = self.reliability.setdefault(label, {"counts": np.zeros((10, 3)), "rounds": 0, "expected": 0.0,
+                                                    "accepted": 0.0})
+        entry["counts"] = entry["counts"] + np.asarray(reliability_counts(rounds))
+        entry["rounds"] += len(rounds)
+        entry["expected"] += sum(r.expected_tau for r in rounds)
+        entry["accepted"] += sum(1 + len(r.accepted) for r in rounds)
+
+    def reliability_tables(self) -> dict[str, list[dict]]:
+        from ..eval.metrics import reliability_table
+
+        return {label: reliability_table(entry["counts"]) for label, entry in self.reliability.items()}
+
+    def calibration_line(self) -> str:
+        """One sentence per run label: its predicted tau per round against the accepted one."""
+        parts = []
+        for label, entry in self.reliability.items():
+            if entry["rounds"]:
+                expected, accepted = entry["expected"] / entry["rounds"], entry["accepted"] / entry["rounds"]
+                parts.append(f"{label} predicted {expected:.2f} tokens a round and had {accepted:.2f} accepted "
+                             f"({expected / accepted:.2f}x) over {entry['rounds']} rounds")
+        return "; ".join(parts) + "." if parts else ""
 
     def counts(self) -> dict[str, int]:
         """Cases per kind (a case of several kinds counts in each)."""
@@ -259,6 +288,7 @@ def find_failures(pair, prompts: list[dict], config: DecodeConfig,
             continue
         session.run()
         report.prompts_run += 1
+        report.add_rounds(TAPS.run_label(config.estimator), session.rounds)
         prompt_len = len(session.prompt_ids)
         continuation = None
         if ORACLE.name in compare:
@@ -270,6 +300,8 @@ def find_failures(pair, prompts: list[dict], config: DecodeConfig,
             for name in compare:
                 future = continuation[record.start + 1 - prompt_len:] if policy(name).hindsight else None
                 others[name] = probe_round(pair, context, config, name, future, profile, record.index)
+                if others[name] is not None and not policy(name).hindsight:
+                    report.add_rounds(policy(name).run_label(), [others[name]])
             kinds = [name for name, other in others.items()
                      if other is not None and len(other.accepted) - len(record.accepted) >= min_gap]
             wasteful = record.verified_nodes >= 2 and record.waste_nodes / record.verified_nodes >= waste_threshold

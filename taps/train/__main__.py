@@ -1,4 +1,5 @@
-"""Command line for the training stages: ``python -m taps.train {tokenizer,target,unloop,drafter,scorer,package}``.
+"""Command line for the training stages: ``python -m taps.train <stage>``, one of tokenizer, target,
+unloop, drafter, scorer, calibrate and package.
 
 Each stage is a module ``taps.train.<stage>`` exposing ``add_arguments(parser)`` and
 ``main(args)``. A stage that refuses to go on (a `TrainError`, `ValueError` or `FileNotFoundError`:
@@ -29,6 +30,7 @@ STAGES: dict[str, str] = {
     "unloop": "unlikelihood fine-tuning of the target against its own greedy loops",
     "drafter": "diffusion drafter trained against the target",
     "scorer": "TAPS path-conditioned scorer trained on target-verified pools",
+    "calibrate": "reach calibration per estimator and temperature, fitted on validation pools, saved with the scorer",
     "package": "copy a trained run into assets/models/<name> as a shippable pair",
 }
 

@@ -70,6 +70,11 @@ class ScorerTrainConfig:
     beam_width: int = 48
     pool_cap: int = 768
     label: str = "prob"            # prob: target softmax probability; greedy: 1 if the target's argmax
+    bce_weight: float = spec(0.5, "weight of the reach BCE beside the per-parent KL", 0.0)
+    bce_focus: float = spec(0.0, "> 0: weight each node's reach BCE by min(1, max(predicted, target reach) / "
+                                 "this) (the reach range the size choice reads)", 0.0, 1.0)
+    use_hidden: int = spec(1, "1: the scorer reads the drafter's hidden state at each depth; 0: it does not "
+                              "(an ablation)", 0, 1)
     lr: float = 2e-3
     warmup_steps: int = 50
     max_steps: int = 1500
@@ -134,8 +139,10 @@ def anchor_range(length: int, prompt_len: int, span: int) -> tuple[int, int]:
 
 @torch.inference_mode()
 def collect_traces(pair, seqs: np.ndarray, prompt_len: int, count: int, tc: ScorerTrainConfig,
-                   rng: np.random.Generator, label: str) -> list[Trace]:
-    """Verify whole candidate pools at random positions of the given sequences."""
+                   rng: np.random.Generator, label: str, temperature: float = 0.0) -> list[Trace]:
+    """Verify whole candidate pools at random positions of the given sequences. At `temperature`
+    T > 0 the lattice is the drafter's at T (as a session at T drafts it) and `edge_prob` is the
+    target's probability at T."""
     drafter, target, device = pair.drafter, pair.target, pair.device
     block = drafter.block_size
     traces: list[Trace] = []
@@ -166,7 +173,8 @@ def collect_traces(pair, seqs: np.ndarray, prompt_len: int, count: int, tc: Scor
             context.add(features[0, :p])
             depth = min(block - 1, target.config.max_position_embeddings - p - 1)
             hidden = context.draft(int(seq[0, p]), depth, pair.embed)
-            lattice = Lattice.from_logits(context.logits(hidden), tc.top_k, hidden=hidden.float().cpu())
+            lattice = Lattice.from_logits(context.logits(hidden), tc.top_k, hidden=hidden.float().cpu(),
+                                          temperature=temperature)
             if tc.pool == "paths":
                 pool = top_paths(int(seq[0, p]), lattice, max(pool_sizes(tc)), tc.top_k)
             else:
@@ -174,7 +182,7 @@ def collect_traces(pair, seqs: np.ndarray, prompt_len: int, count: int, tc: Scor
             ids_t, pos, mask = pool.verify_inputs(p, p, pair.dtype, device)
             logits, _ = target_forward(target, cache, ids_t, pos, mask, None)
             trim_cache(cache, p)         # drop the pool from the cache again
-            probs = torch.softmax(logits.float(), dim=-1)
+            probs = torch.softmax(logits.float() / (temperature if temperature > 0 else 1.0), dim=-1)
             parents = torch.as_tensor(pool.parents[1:], device=device)
             children = torch.as_tensor(pool.tokens[1:], device=device)
             edge_prob = probs[parents, children].double().cpu().numpy()
@@ -281,12 +289,17 @@ def trace_file_name(tc: ScorerTrainConfig) -> str:
 
 
 def saved_traces(trace_file: Path, fingerprint: str, tc: ScorerTrainConfig) -> dict | None:
-    """The traces saved in `trace_file`, if collected with these weights and as many as asked for."""
+    """The traces saved in `trace_file`, if collected with these weights and as many as asked for
+    (or fewer training traces that record the sequences they came from: `load_or_collect_traces`
+    adds the rest from the sequences after those)."""
     saved = torch.load(trace_file, weights_only=False) if trace_file.exists() else None
     if saved is not None and saved.get("fingerprint") != fingerprint:
         print(f"{trace_file} was collected with other target or drafter weights: collecting again")
         return None
-    if saved is not None and (len(saved["train"]) < tc.train_traces or len(saved["val"]) < tc.val_traces):
+    if saved is not None and len(saved["val"]) < tc.val_traces:
+        print(f"{trace_file} holds fewer held-out traces than asked for: collecting again")
+        return None
+    if saved is not None and len(saved["train"]) < tc.train_traces and not saved.get("train_rows"):
         print(f"{trace_file} holds fewer traces than asked for: collecting again")
         return None
     return saved
@@ -303,15 +316,26 @@ def load_or_collect_traces(out: Path, pair, tc: ScorerTrainConfig, rng: np.rando
     prompt_len = json.loads(log_path.read_text())["train_config"]["prompt_len"] if log_path.exists() else 64
     trace_file = out / "scorer_data" / trace_file_name(tc)
     saved = saved_traces(trace_file, fingerprint, tc)
+    train_seqs = np.load(data_dir / "train.npy")
+    if saved is not None and len(saved["train"]) < tc.train_traces:
+        # more training pools than were collected: the rest from the sequences after those used
+        rows = int(saved["train_rows"])
+        if rows >= len(train_seqs):
+            raise FileNotFoundError(f"{trace_file} used all {rows} regenerated sequences; regenerate more "
+                                    f"(the drafter stage's --regen-sequences) for more training pools")
+        more = collect_traces(pair, train_seqs[rows:], prompt_len, tc.train_traces - len(saved["train"]), tc,
+                              np.random.default_rng(tc.seed + rows), "train, more")
+        saved = {**saved, "train": saved["train"] + more, "train_rows": len(train_seqs)}
+        torch.save(saved, trace_file)
     if saved is not None:
         train_traces, val_traces = saved["train"][:tc.train_traces], saved["val"][:tc.val_traces]
         print(f"loaded {len(train_traces)} + {len(val_traces)} traces from {trace_file}")
         return train_traces, val_traces
-    train_traces = collect_traces(pair, np.load(data_dir / "train.npy"), prompt_len, tc.train_traces, tc, rng,
-                                  "train")
+    train_traces = collect_traces(pair, train_seqs, prompt_len, tc.train_traces, tc, rng, "train")
     val_traces = collect_traces(pair, np.load(data_dir / "val.npy"), prompt_len, tc.val_traces, tc, rng, "val")
     trace_file.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"train": train_traces, "val": val_traces, "fingerprint": fingerprint}, trace_file)
+    torch.save({"train": train_traces, "val": val_traces, "fingerprint": fingerprint,
+                "train_rows": len(train_seqs)}, trace_file)
     return train_traces, val_traces
 
 
@@ -356,7 +380,7 @@ def train_step(scorer, optimizer, embed, examples: list[tuple], rng: np.random.G
     for i in batch:
         feats, hidden, label = examples[i]
         edge_logq, other_logq = scorer(feats, hidden, embed)
-        pool_loss, _ = scorer_loss(edge_logq, other_logq, feats, label)
+        pool_loss, _ = scorer_loss(edge_logq, other_logq, feats, label, tc.bce_weight, tc.bce_focus)
         loss = loss + pool_loss / len(batch)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -390,6 +414,9 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
     torch.manual_seed(tc.seed)
     scorer = TapsScorer(ScorerConfig(model_dim=pair.target.config.hidden_size,
                                      max_depth=pair.drafter.block_size)).train()
+    if not tc.use_hidden:         # the ablation: the hidden state's projection fixed at zero (its bias stays)
+        scorer.hidden_proj.weight.data.zero_()
+        scorer.hidden_proj.weight.requires_grad_(False)
     n_params = sum(p.numel() for p in scorer.parameters())
     print(f"scorer: {n_params / 1e3:.0f}k parameters; {len(train_traces)} train pools "
           f"({sum(t.pool.size for t in train_traces):,} edges), {len(val_traces)} held-out pools")

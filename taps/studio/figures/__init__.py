@@ -21,6 +21,7 @@ from ..export import ExportError, export_title, figure_html, figure_png, figure_
 from .charts import (
     budget_figure,
     race_figure,
+    reliability_figure,
     stage_share_figure,
     sweep_figure,
     tradeoff_figure,
@@ -47,8 +48,8 @@ from .trees import tree_positions
 __all__ = [
     "COLOR_MODES", "DEFAULT_PLOT", "PALETTE", "PLOT_CONFIG", "ExportError", "bonus_node", "budget_figure",
     "display_token", "export_title", "figure_html", "figure_png", "figure_svg", "lattice_figure", "lesson_figure",
-    "pool_figure", "race_figure", "ranking_comparison_figure", "round_tree_figure", "run_text_html",
-    "selection_figure", "shown_pool_nodes", "size_curve_figure", "stage_share_figure", "sweep_figure",
+    "pool_figure", "race_figure", "ranking_comparison_figure", "reliability_figure", "round_tree_figure",
+    "run_text_html", "selection_figure", "shown_pool_nodes", "size_curve_figure", "stage_share_figure", "sweep_figure",
     "toy_curve_figure", "toy_tree_figure", "tradeoff_figure", "tree_positions", "verdict_figure",
     "verify_latency_figure",
 ]

@@ -264,3 +264,38 @@ def verify_latency_figure(profile) -> go.Figure:
                       xaxis_title="tree size (draft nodes verified)",
                       yaxis={"title": "milliseconds (median)", "rangemode": "tozero"})
     return fig
+
+
+def reliability_figure(tables: Mapping[str, list[dict]], title: str = "") -> go.Figure:
+    """The reliability diagram: per series (a run label, e.g. `taps/learned`), each bin's mean
+    predicted reach against the share of its verified nodes the target accepted, the marker's area
+    growing with the bin's node count (its number in the hover); the diagonal is perfect calibration.
+    `tables`: rows of `taps.eval.metrics.reliability_table`."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="calibrated (predicted = accepted)",
+                             line=dict(color=PALETTE["grey"], dash="dash", width=2), hoverinfo="skip"))
+    seen: dict[str, int] = {}
+    for name, rows in tables.items():
+        if not rows:
+            continue
+        found = run_policy(name.split("/")[0].split(" ")[0])
+        key = found.name if found else name
+        nth = seen[key] = seen.get(key, -1) + 1
+        colour = policy_colour(name.split("/")[0].split(" ")[0])
+        most = max(r["nodes"] for r in rows)
+        sizes = [8 + 14 * math.sqrt(r["nodes"] / most) for r in rows]
+        fig.add_trace(go.Scatter(
+            x=[r["predicted"] for r in rows], y=[r["observed"] for r in rows], name=name, mode="lines+markers",
+            line=dict(color=colour, width=3, dash=_DASHES[nth % len(_DASHES)]),
+            marker=dict(symbol=policy_symbol(name.split("/")[0].split(" ")[0]), size=sizes, color=colour,
+                        line=dict(color="#000", width=1)),
+            customdata=[[r["nodes"], r["bin"]] for r in rows],
+            hovertemplate="reach %{customdata[1]}: %{customdata[0]} nodes<br>predicted %{x:.3f}, "
+                          "accepted %{y:.3f}<extra>%{fullData.name}</extra>"))
+    fig.update_layout(template="plotly_white", font=dict(FONT, size=15), margin=dict(l=70, r=20, t=60, b=60),
+                      title=dict(text="Reliability: predicted reach vs accepted share"
+                                      + (f": {escape(title)}" if title else ""), x=0.01, font=dict(size=17)),
+                      xaxis={"title": "predicted reach (mean of the bin's verified nodes)", "range": [0, 1.02]},
+                      yaxis={"title": "share the target accepted", "range": [0, 1.02]},
+                      legend={"title": "estimator"})
+    return fig

@@ -1,0 +1,273 @@
+"""Calibrated reach: the expected acceptance the size choice and the figures read.
+
+An estimator's reach (the product of its q along a path) ranks nodes; whether it is *right* on
+average is another matter: on validation pools the learned scorer is well calibrated, on other
+text it can be 20% over-confident, and the marginal product is under-confident. Two corrections,
+applied to every estimator's reach in this order:
+
+1. **Static** (`ReachMap`): per depth band, a monotone map of reach fitted by isotonic regression
+   on pools from the training corpus's validation split that the target verified in full (the
+   nodes TAPS would verify there at budgets 8-64), one map per estimator and temperature. It ships
+   beside the scorer as `calibration.json` (`python -m taps.train calibrate`).
+2. **Online** (`ReachCorrection`): per depth band, the ratio of what this session's verified nodes
+   were accepted (their path's target probability at T > 0) to what was predicted for them, shrunk
+   toward 1 by a prior of `prior` nodes. It depends only on the session's own tokens, so the same
+   prompt and settings give the same trees, however busy the machine.
+
+After both, each node's reach is capped by its parent's and a parent's children share at most its
+reach (one of them at most is the target's token), so reach still never grows along a path and the
+top-B nodes by reach are still a prefix-closed tree.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import kernels
+
+CALIBRATION_FILE = "calibration.json"
+FORMAT = 1
+DEPTH_BANDS = (1, 2, 3, 4, 6, 9)          # band b holds depths DEPTH_BANDS[b] .. DEPTH_BANDS[b + 1] - 1
+CALIBRATIONS = ("online", "static", "off")
+FIT_TEMPERATURES = (0.0, 0.7, 1.0)
+# reach grid the fit bins nodes on before the isotonic pass: fine near 0, where most nodes are
+_GRID = np.concatenate([[0.0], np.geomspace(1e-4, 0.1, 16), np.linspace(0.15, 1.0, 18)])
+
+
+def depth_band(depths: np.ndarray) -> np.ndarray:
+    """The band index of each depth (depth 0, the root, falls in band 0 and is never mapped)."""
+    return np.maximum(np.searchsorted(DEPTH_BANDS, np.asarray(depths), side="right") - 1, 0)
+
+
+# ------------------------------------------------------------------------------------ the fit
+def isotonic(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted pool-adjacent-violators on points sorted by x: the non-decreasing step fit's blocks
+    as (weighted mean x, fitted y) knots."""
+    xs, ys, ws = [], [], []
+    for xi, yi, wi in zip(x, y, w):
+        xs.append(xi * wi)
+        ys.append(yi * wi)
+        ws.append(wi)
+        while len(ys) > 1 and ys[-2] / ws[-2] > ys[-1] / ws[-1]:
+            wsum = ws[-2] + ws[-1]
+            xs[-2:] = [xs[-2] + xs[-1]]
+            ys[-2:] = [ys[-2] + ys[-1]]
+            ws[-2:] = [wsum]
+    ws_a = np.asarray(ws)
+    return np.asarray(xs) / ws_a, np.asarray(ys) / ws_a
+
+
+def fit_band(pred: np.ndarray, observed: np.ndarray, min_nodes: int = 30) -> tuple[list[float], list[float]]:
+    """Knots (x, y) of one band's map: nodes binned on a reach grid (bins with fewer than
+    `min_nodes` merged into the next), an isotonic fit of the bins' observed shares, anchored at
+    (0, 0) and (1, 1). Too few nodes: the identity."""
+    pred, observed = np.asarray(pred, dtype=np.float64), np.asarray(observed, dtype=np.float64)
+    if len(pred) < min_nodes:
+        return [0.0, 1.0], [0.0, 1.0]
+    which = np.clip(np.searchsorted(_GRID, pred, side="right") - 1, 0, len(_GRID) - 2)
+    xs, ys, ws = [], [], []
+    acc_x = acc_y = acc_w = 0.0
+    for b in range(len(_GRID) - 1):
+        sel = which == b
+        acc_x += float(pred[sel].sum())
+        acc_y += float(observed[sel].sum())
+        acc_w += float(sel.sum())
+        if acc_w >= min_nodes or (b == len(_GRID) - 2 and acc_w > 0):
+            xs.append(acc_x / acc_w)
+            ys.append(acc_y / acc_w)
+            ws.append(acc_w)
+            acc_x = acc_y = acc_w = 0.0
+    kx, ky = isotonic(np.asarray(xs), np.asarray(ys), np.asarray(ws))
+    kx = np.concatenate([[0.0], kx, [1.0]])
+    ky = np.concatenate([[0.0], np.clip(ky, 0.0, 1.0), [1.0]])
+    keep = np.concatenate([[True], np.diff(kx) > 1e-12])       # interp needs increasing x
+    return [round(float(v), 6) for v in kx[keep]], [round(float(v), 6) for v in ky[keep]]
+
+
+@dataclass
+class ReachMap:
+    """Per depth band, a monotone piecewise-linear map of reach (knots of an isotonic fit)."""
+
+    xs: list[list[float]]
+    ys: list[list[float]]
+    nodes: list[int] = field(default_factory=list)     # nodes each band was fitted on (for the record)
+
+    @classmethod
+    def identity(cls) -> "ReachMap":
+        return cls([[0.0, 1.0]] * len(DEPTH_BANDS), [[0.0, 1.0]] * len(DEPTH_BANDS), [0] * len(DEPTH_BANDS))
+
+    @classmethod
+    def fit(cls, pred: np.ndarray, observed: np.ndarray, depths: np.ndarray) -> "ReachMap":
+        band = depth_band(depths)
+        xs, ys, nodes = [], [], []
+        for b in range(len(DEPTH_BANDS)):
+            sel = (band == b) & (np.asarray(depths) > 0)
+            x, y = fit_band(pred[sel], observed[sel])
+            xs.append(x)
+            ys.append(y)
+            nodes.append(int(sel.sum()))
+        return cls(xs, ys, nodes)
+
+    def scaled(self, factors: np.ndarray) -> "ReachMap":
+        """Each band's map times its factor (values kept at most 1; a band without nodes unchanged)."""
+        ys = [list(np.minimum(np.asarray(y) * (f if n else 1.0), 1.0).round(6)) if 0 < f < np.inf else list(y)
+              for y, f, n in zip(self.ys, factors, self.nodes)]
+        return ReachMap(self.xs, [[float(v) for v in y] for y in ys], self.nodes)
+
+    def apply(self, reach: np.ndarray, depths: np.ndarray) -> np.ndarray:
+        out = np.asarray(reach, dtype=np.float64).copy()
+        band = depth_band(depths)
+        for b in range(len(DEPTH_BANDS)):
+            sel = band == b
+            if sel.any():
+                out[sel] = np.interp(out[sel], self.xs[b], self.ys[b])
+        return out
+
+    def to_json(self) -> dict:
+        return {"x": self.xs, "y": self.ys, "nodes": self.nodes}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "ReachMap":
+        xs, ys = raw["x"], raw["y"]
+        if len(xs) != len(DEPTH_BANDS) or len(ys) != len(DEPTH_BANDS):
+            raise ValueError(f"a reach map needs {len(DEPTH_BANDS)} depth bands, got {len(xs)}")
+        for x, y in zip(xs, ys):
+            if len(x) != len(y) or len(x) < 2 or np.any(np.diff(x) <= 0) or np.any(np.diff(y) < 0):
+                raise ValueError("a reach map's knots must be increasing in x and non-decreasing in y")
+        return cls([list(map(float, x)) for x in xs], [list(map(float, y)) for y in ys], list(raw.get("nodes", [])))
+
+
+@dataclass
+class Calibration:
+    """The static maps shipped with a scorer: per estimator, per fitted temperature."""
+
+    maps: dict[str, dict[float, ReachMap]]
+    meta: dict = field(default_factory=dict)
+
+    def reach_map(self, estimator: str, temperature: float) -> ReachMap | None:
+        """The map fitted at the temperature nearest `temperature` (None: this estimator has none)."""
+        by_t = self.maps.get(estimator)
+        if not by_t:
+            return None
+        return by_t[min(by_t, key=lambda t: (abs(t - temperature), t))]
+
+    def save(self, folder: str | Path) -> Path:
+        path = Path(folder) / CALIBRATION_FILE
+        raw = {"format": FORMAT, "depth_bands": list(DEPTH_BANDS), **self.meta,
+               "estimators": {name: {f"{t:g}": m.to_json() for t, m in sorted(by_t.items())}
+                              for name, by_t in self.maps.items()}}
+        path.write_text(json.dumps(raw, indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "Calibration | None":
+        """The calibration in `folder` (a scorer's), None when there is none; a damaged file raises
+        ValueError naming it."""
+        path = Path(folder) / CALIBRATION_FILE
+        if not path.is_file():
+            return None
+        try:
+            raw = json.loads(path.read_text())
+            if raw.get("format") != FORMAT or list(raw.get("depth_bands", [])) != list(DEPTH_BANDS):
+                raise ValueError(f"format {raw.get('format')} with depth bands {raw.get('depth_bands')}; this "
+                                 f"version reads format {FORMAT} with bands {list(DEPTH_BANDS)}")
+            maps = {name: {float(t): ReachMap.from_json(m) for t, m in by_t.items()}
+                    for name, by_t in raw["estimators"].items()}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path} is not a reach calibration this version reads ({exc}); refit it with "
+                             f"`python -m taps.train calibrate`") from exc
+        meta = {k: v for k, v in raw.items() if k not in ("format", "depth_bands", "estimators")}
+        return cls(maps, meta)
+
+
+# ------------------------------------------------------------------------------------ at run time
+def cap_down(parents: np.ndarray, depths: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """Each node's reach at most its parent's, and a parent's children together at most its reach
+    (depth by depth, so a parent is final before its children are scaled)."""
+    out = np.clip(np.asarray(reach, dtype=np.float64), 0.0, 1.0)
+    out[0] = 1.0
+    if len(out) <= 1:
+        return out
+    for d in range(1, int(depths.max()) + 1):
+        nodes = np.flatnonzero(depths == d)
+        if nodes.size == 0:
+            continue
+        up = parents[nodes]
+        sums = np.bincount(up, weights=out[nodes], minlength=len(out))
+        scale = np.where(sums > out, out / np.maximum(sums, 1e-300), 1.0)
+        out[nodes] = out[nodes] * scale[up]
+    return out
+
+
+@dataclass
+class ReachCorrection:
+    """This session's per-band ratio of accepted to predicted reach over the nodes it verified."""
+
+    prior: float = 3.0
+    accepted: np.ndarray = field(default_factory=lambda: np.zeros(len(DEPTH_BANDS)))
+    predicted: np.ndarray = field(default_factory=lambda: np.zeros(len(DEPTH_BANDS)))
+
+    def factors(self) -> np.ndarray:
+        return (self.accepted + self.prior) / (self.predicted + self.prior)
+
+    def observe(self, depths: np.ndarray, predicted: np.ndarray, outcome: np.ndarray) -> None:
+        band = depth_band(depths)
+        np.add.at(self.accepted, band, outcome)
+        np.add.at(self.predicted, band, predicted)
+
+
+@dataclass
+class Calibrator:
+    """One session's calibration of one estimator's reach: the static map (if any), then the
+    online correction (with mode 'online')."""
+
+    reach_map: ReachMap | None = None
+    mode: str = "online"
+    correction: ReachCorrection = field(default_factory=ReachCorrection)
+
+    @property
+    def learns(self) -> bool:
+        return self.mode == "online"
+
+    def static(self, pool, reach: np.ndarray) -> np.ndarray:
+        """The static map's reach (the estimator's own where there is no map or mode is 'off')."""
+        if self.mode == "off" or self.reach_map is None:
+            return reach
+        return cap_down(pool.parents, pool.depths, self.reach_map.apply(reach, pool.depths))
+
+    def online(self, pool, static_reach: np.ndarray) -> np.ndarray:
+        """The static reach corrected by this session's verdicts so far (mode 'online')."""
+        if not self.learns:
+            return static_reach
+        return cap_down(pool.parents, pool.depths,
+                        static_reach * self.correction.factors()[depth_band(pool.depths)])
+
+    def observe(self, pool, static_reach: np.ndarray, selected: np.ndarray, edge_target: np.ndarray) -> None:
+        """Learn from a verified round: `static_reach` the static map's reach of the pool's nodes,
+        `selected` the verified nodes (root first), `edge_target` the target's verdict per edge
+        (`taps.verify.edge_feedback`). A verified node's outcome is the product of its path's
+        verdicts: 1/0 at T = 0, its path's target probability at T > 0."""
+        if not self.learns or len(selected) <= 1:
+            return
+        path = kernels.reach_from_edges(np.asarray(pool.parents, dtype=np.int64),
+                                        np.nan_to_num(np.asarray(edge_target, dtype=np.float64), nan=0.0))
+        nodes = np.asarray(selected[1:], dtype=np.int64)
+        self.correction.observe(pool.depths[nodes], static_reach[nodes], path[nodes])
+
+
+def reliability(pred: np.ndarray, observed: np.ndarray, bins: int = 10) -> list[dict]:
+    """Reliability table over equal-width bins of predicted reach: nodes, mean predicted, observed share."""
+    pred, observed = np.asarray(pred, dtype=np.float64), np.asarray(observed, dtype=np.float64)
+    which = np.clip((pred * bins).astype(np.int64), 0, bins - 1)
+    table = []
+    for b in range(bins):
+        sel = which == b
+        if sel.any():
+            table.append({"bin": f"{b / bins:.1f}-{(b + 1) / bins:.1f}", "low": b / bins, "high": (b + 1) / bins,
+                          "nodes": int(sel.sum()), "predicted": float(pred[sel].mean()),
+                          "observed": float(observed[sel].mean())})
+    return table

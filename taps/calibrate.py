@@ -9,14 +9,16 @@ applied to every estimator's reach in this order:
    on pools from the training corpus's validation split that the target verified in full (the
    nodes TAPS would verify there at budgets 8-64), one map per estimator and temperature. It ships
    beside the scorer as `calibration.json` (`python -m taps.train calibrate`).
-2. **Online** (`ReachCorrection`): per depth band, the ratio of what this session's verified nodes
-   were accepted (their path's target probability at T > 0) to what was predicted for them, shrunk
-   toward 1 by a prior of `prior` nodes. It depends only on the session's own tokens, so the same
-   prompt and settings give the same trees, however busy the machine.
+2. **Online** (`DepthCorrection`): per depth, the ratio of what this session's verified nodes
+   were accepted (their path's target probability at T > 0) to the static reach predicted for them,
+   shrunk toward 1 by a prior of 16 predicted nodes (chosen on validation and out-of-corpus prompts,
+   `docs/calibration.md`); applied edge by edge, so that a node's reach is its static reach times
+   its depth's ratio wherever no edge's q reaches 1. It depends only on the session's own tokens, so
+   the same prompt and settings give the same trees, however busy the machine.
 
-After both, each node's reach is capped by its parent's and a parent's children share at most its
-reach (one of them at most is the target's token), so reach still never grows along a path and the
-top-B nodes by reach are still a prefix-closed tree.
+After each, reach never grows along a path (the static map caps a node at its parent's reach and
+its children at that reach together; the online step keeps every q at most 1), so the top-B nodes
+by reach are still a prefix-closed tree.
 """
 
 from __future__ import annotations
@@ -199,25 +201,52 @@ def cap_down(parents: np.ndarray, depths: np.ndarray, reach: np.ndarray) -> np.n
         up = parents[nodes]
         sums = np.bincount(up, weights=out[nodes], minlength=len(out))
         scale = np.where(sums > out, out / np.maximum(sums, 1e-300), 1.0)
-        out[nodes] = out[nodes] * scale[up]
+        # the min guards against rounding: x * (p / x) can come out a hair above p, and a child
+        # ranked above its parent could be selected without it
+        out[nodes] = np.minimum(out[nodes] * scale[up], out[up])
     return out
 
 
+def conditional(parents: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """q(v | parent) = r(v) / r(parent) of a prefix-monotone reach (q[0] = 1; 0 under a parent of reach 0)."""
+    reach = np.asarray(reach, dtype=np.float64)
+    q = np.ones(len(reach))
+    if len(reach) > 1:
+        up = reach[parents[1:]]
+        q[1:] = np.where(up > 0, reach[1:] / np.where(up > 0, up, 1.0), 0.0)
+    return np.clip(q, 0.0, 1.0)
+
+
 @dataclass
-class ReachCorrection:
-    """This session's per-band ratio of accepted to predicted reach over the nodes it verified."""
+class DepthCorrection:
+    """This session's ratio, per depth d, of what its verified nodes at d were accepted (their
+    path's target probability at T > 0) to the static reach predicted for them, shrunk toward 1
+    by a prior of `prior` predicted nodes: rho_d = (accepted_d + prior) / (predicted_d + prior)."""
 
-    prior: float = 3.0
-    accepted: np.ndarray = field(default_factory=lambda: np.zeros(len(DEPTH_BANDS)))
-    predicted: np.ndarray = field(default_factory=lambda: np.zeros(len(DEPTH_BANDS)))
+    prior: float = 16.0
+    accepted: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    predicted: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
-    def factors(self) -> np.ndarray:
-        return (self.accepted + self.prior) / (self.predicted + self.prior)
+    def ratios(self, max_depth: int) -> np.ndarray:
+        """[rho_0 = 1, rho_1, ..., rho_max_depth]."""
+        a, p = np.zeros(max_depth + 1), np.zeros(max_depth + 1)
+        n = min(len(self.accepted), max_depth + 1)
+        a[:n], p[:n] = self.accepted[:n], self.predicted[:n]
+        rho = (a + self.prior) / (p + self.prior)
+        rho[0] = 1.0
+        return rho
 
     def observe(self, depths: np.ndarray, predicted: np.ndarray, outcome: np.ndarray) -> None:
-        band = depth_band(depths)
-        np.add.at(self.accepted, band, outcome)
-        np.add.at(self.predicted, band, predicted)
+        top = int(depths.max()) + 1 if len(depths) else 0
+        if top > len(self.accepted):
+            self.accepted = np.concatenate([self.accepted, np.zeros(top - len(self.accepted))])
+            self.predicted = np.concatenate([self.predicted, np.zeros(top - len(self.predicted))])
+        np.add.at(self.accepted, depths, outcome)
+        np.add.at(self.predicted, depths, predicted)
+
+    @property
+    def observations(self) -> float:
+        return float(self.predicted.sum())
 
 
 @dataclass
@@ -227,7 +256,7 @@ class Calibrator:
 
     reach_map: ReachMap | None = None
     mode: str = "online"
-    correction: ReachCorrection = field(default_factory=ReachCorrection)
+    correction: DepthCorrection = field(default_factory=DepthCorrection)
 
     @property
     def learns(self) -> bool:
@@ -240,23 +269,32 @@ class Calibrator:
         return cap_down(pool.parents, pool.depths, self.reach_map.apply(reach, pool.depths))
 
     def online(self, pool, static_reach: np.ndarray) -> np.ndarray:
-        """The static reach corrected by this session's verdicts so far (mode 'online')."""
-        if not self.learns:
+        """The static reach times its depth's ratio rho_d, applied edge by edge: each edge's q at
+        depth d times rho_d / rho_(d-1), at most 1, reach the product along the path again (so
+        exactly rho_d x the static reach wherever no edge reaches 1). Siblings are not scaled back
+        within their parent here: the static reach already fills that bound for many parents, and
+        a cap that takes the ratio's rises but not its falls made the corrected reach 3-6% low on
+        validation prompts (`docs/calibration.md`)."""
+        if not self.learns or self.correction.observations == 0 or pool.size == 0:
             return static_reach
-        return cap_down(pool.parents, pool.depths,
-                        static_reach * self.correction.factors()[depth_band(pool.depths)])
+        parents, depths = np.asarray(pool.parents, dtype=np.int64), np.asarray(pool.depths, dtype=np.int64)
+        rho = self.correction.ratios(int(depths.max()))
+        q = conditional(parents, static_reach)
+        q[1:] = np.minimum(q[1:] * rho[depths[1:]] / rho[depths[1:] - 1], 1.0)
+        q[0] = 1.0
+        return kernels.reach_from_edges(parents, q)
 
     def observe(self, pool, static_reach: np.ndarray, selected: np.ndarray, edge_target: np.ndarray) -> None:
         """Learn from a verified round: `static_reach` the static map's reach of the pool's nodes,
         `selected` the verified nodes (root first), `edge_target` the target's verdict per edge
         (`taps.verify.edge_feedback`). A verified node's outcome is the product of its path's
-        verdicts: 1/0 at T = 0, its path's target probability at T > 0."""
+        verdicts: 1/0 (accepted or not) at T = 0, its path's target probability at T > 0."""
         if not self.learns or len(selected) <= 1:
             return
-        path = kernels.reach_from_edges(np.asarray(pool.parents, dtype=np.int64),
-                                        np.nan_to_num(np.asarray(edge_target, dtype=np.float64), nan=0.0))
+        parents = np.asarray(pool.parents, dtype=np.int64)
+        path = kernels.reach_from_edges(parents, np.nan_to_num(np.asarray(edge_target, dtype=np.float64), nan=0.0))
         nodes = np.asarray(selected[1:], dtype=np.int64)
-        self.correction.observe(pool.depths[nodes], static_reach[nodes], path[nodes])
+        self.correction.observe(np.asarray(pool.depths, dtype=np.int64)[nodes], static_reach[nodes], path[nodes])
 
 
 def reliability(pred: np.ndarray, observed: np.ndarray, bins: int = 10) -> list[dict]:

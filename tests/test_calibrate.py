@@ -12,10 +12,9 @@ from taps import DecodeSession, greedy_continuation, sample_continuation
 from taps.calibrate import (
     DEPTH_BANDS,
     Calibration,
-    ReachCorrection,
+    DepthCorrection,
     ReachMap,
     cap_down,
-    depth_band,
     isotonic,
 )
 from taps.eval.metrics import reliability_counts, reliability_table
@@ -68,6 +67,15 @@ def test_cap_down_keeps_reach_prefix_monotone_and_siblings_within_their_parent()
     assert np.all(out[1:] <= out[parents[1:]] + 1e-12)
 
 
+def test_cap_down_never_lifts_a_lone_child_above_its_parent_by_rounding():
+    rng = np.random.default_rng(3)
+    for _ in range(5000):      # x * (p / x) > p for about one x in six
+        parent_reach = rng.uniform(0.01, 0.9)
+        out = cap_down(np.array([-1, 0, 1]), np.array([0, 1, 2]),
+                       np.array([1.0, parent_reach, rng.uniform(parent_reach, 1.0)]))
+        assert out[2] <= out[1]
+
+
 def test_calibration_files_round_trip_pick_the_nearest_temperature_and_refuse_damage(tmp_path):
     half = ReachMap([[0.0, 1.0]] * len(DEPTH_BANDS), [[0.0, 0.5]] * len(DEPTH_BANDS), [100] * len(DEPTH_BANDS))
     cal = Calibration({"learned": {0.0: ReachMap.identity(), 0.7: half}}, {"fitted_on": "test"})
@@ -83,16 +91,32 @@ def test_calibration_files_round_trip_pick_the_nearest_temperature_and_refuse_da
         Calibration.load(tmp_path)
 
 
-def test_the_online_correction_moves_toward_what_was_accepted():
-    correction = ReachCorrection(prior=3.0)
-    assert np.allclose(correction.factors(), 1.0)
-    depths = np.array([1, 1, 2, 5])
+def test_the_online_correction_is_the_accepted_over_predicted_ratio_per_depth():
+    correction = DepthCorrection(prior=4.0)
+    assert correction.ratios(3).tolist() == [1.0, 1.0, 1.0, 1.0]
     for _ in range(20):
-        correction.observe(depths, np.array([0.9, 0.1, 0.8, 0.6]), np.array([1.0, 0.0, 0.0, 0.0]))
-    factors = correction.factors()
-    assert factors[depth_band(np.array([1]))[0]] == pytest.approx((20 + 3) / (20 + 3))
-    assert factors[depth_band(np.array([2]))[0]] == pytest.approx(3 / (16 + 3))
-    assert factors[depth_band(np.array([5]))[0]] < 0.3
+        correction.observe(np.array([1, 1, 2, 5]), np.array([0.9, 0.1, 0.8, 0.6]), np.array([1.0, 0.0, 0.0, 0.0]))
+    rho = correction.ratios(6)
+    assert rho[1] == pytest.approx((20 + 4) / (20 + 4)) and rho[2] == pytest.approx(4 / (16 + 4))
+    assert rho[5] == pytest.approx(4 / (12 + 4)) and rho[3] == rho[6] == 1.0
+
+
+def test_the_online_correction_scales_reach_by_its_depths_ratio_where_no_cap_binds():
+    from taps.calibrate import Calibrator
+    from taps.tree import DraftTree
+
+    pool = DraftTree(tokens=np.arange(5), parents=np.array([-1, 0, 0, 1, 3]), depths=np.array([0, 1, 1, 2, 3]),
+                     ranks=np.zeros(5, dtype=np.int64), marginal_logprob=np.zeros(5), path_logprob=np.zeros(5),
+                     reach=np.ones(5))
+    static = np.array([1.0, 0.5, 0.3, 0.4, 0.2])
+    cal = Calibrator(None, "online")
+    assert cal.online(pool, static) is static                    # nothing seen yet: the static reach
+    cal.correction.observe(np.array([1, 2, 3]), np.array([10.0, 10.0, 10.0]), np.array([12.0, 6.0, 5.0]))
+    rho = cal.correction.ratios(3)
+    out = cal.online(pool, static)
+    assert out[1] == pytest.approx(0.5 * rho[1]) and out[2] == pytest.approx(0.3 * rho[1])
+    assert out[3] == pytest.approx(0.4 * rho[2]) and out[4] == pytest.approx(0.2 * rho[3])
+    assert np.all(out[1:] <= out[pool.parents[1:]])
 
 
 def _planted(pair, calibration):
@@ -102,7 +126,7 @@ def _planted(pair, calibration):
 
 
 def test_an_over_confident_map_is_pulled_back_by_the_sessions_verdicts(tiny_pair):
-    """A map that doubles every reach: with calibration 'online' the session's factors fall below 1
+    """A map that doubles every reach: with calibration 'online' the session's ratios fall below 1
     and its expected tau comes closer to the accepted one than with 'static'; the tokens are AR's."""
     doubled = ReachMap([[0.0, 0.5, 1.0]] * len(DEPTH_BANDS), [[0.0, 1.0, 1.0]] * len(DEPTH_BANDS),
                        [100] * len(DEPTH_BANDS))
@@ -122,7 +146,7 @@ def test_an_over_confident_map_is_pulled_back_by_the_sessions_verdicts(tiny_pair
             for r in s.rounds:       # reach never grows along a path, so the verified tree is prefix-closed
                 reach, parents = np.asarray(r.pool_reach), np.asarray(r.pool_parents)
                 assert np.all(reach[1:] <= reach[parents[1:]] + 1e-12)
-        assert s.estimator.calibrator.correction.factors().min() < 1.0
+        assert s.estimator.calibrator.correction.ratios(8)[1:].min() < 1.0
         assert gaps["online"] < gaps["static"]
     finally:
         tiny_pair.calibration = saved

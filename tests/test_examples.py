@@ -46,7 +46,8 @@ def first_rounds(shipped):
 
 
 def teaches(record) -> bool:
-    return record.tau >= 2 and record.waste_nodes > 0
+    """Worth explaining: waste to point at, or a deep accepted path (a narrow tree that wastes nothing)."""
+    return record.tau >= 2 and record.waste_nodes > 0 or record.tau >= 6
 
 
 def test_every_example_has_a_round_worth_explaining(first_rounds):

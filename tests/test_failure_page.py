@@ -54,6 +54,17 @@ def test_the_summary_reads_and_the_why_is_shown_whole():
     case = at.session_state["fail_report"].cases[0]
     assert any(i.value == case.explanation for i in at.info)
     assert not at.tabs[-1].label == "All flagged"
+    # the reliability diagram of every verified node, TAPS's and DDTree's, with the predicted and
+    # accepted tau per round, as the report counted them
+    report = at.session_state["fail_report"]
+    expander = next(e for e in at.expander if e.label.startswith("Reliability"))
+    text = " ".join(m.value for m in expander.markdown)
+    for label, entry in report.reliability.items():
+        assert entry["rounds"] > 0 and entry["counts"][:, 0].sum() > 0
+        expected = entry["expected"] / entry["rounds"]
+        assert f"{label} predicted {expected:.2f} tokens a round" in text
+    assert set(report.reliability) == {"taps/online", "ddtree"}
+    assert report.reliability["taps/online"]["rounds"] == report.rounds_checked
 
 
 def test_presenter_mode_on_the_failure_page():

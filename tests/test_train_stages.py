@@ -346,7 +346,20 @@ def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir, capsys):
     assert torch.load(out / "scorer_ckpt" / "ckpt.pt", weights_only=False)["traces"] == \
         scorer_stage.weights_fingerprint(parts.target, parts.drafter)
     (out / "pair.json").write_text('{"name": "q", "target": "target", "drafter": "drafter", "scorer": "scorer"}')
+    # the calibration stage: validation pools at two temperatures, a map per estimator, saved with the scorer
+    from taps.train import calibrate as calibrate_stage
+
+    cargs = argparse.Namespace(out=out, pair=None, data=None, scorer_folder=None,
+                               **{f: None for f in calibrate_stage.CalibrateConfig.__dataclass_fields__})
+    cargs.pools, cargs.temperatures = 8, "0,0.8"
+    calibrate_stage.main(cargs)
+    report = json.loads((out / "calibration_report.json").read_text())
+    assert set(report["report"]) == {"marginal", "learned"} and set(report["report"]["learned"]) == {"0", "0.8"}
     pair = load_pair(out, device="cpu")
+    assert pair.calibration is not None and pair.calibration.reach_map("learned", 0.7) is not None
+    capsys.readouterr()
+    calibrate_stage.main(cargs)                 # a rerun reads the validation pools back
+    assert "loaded 8 traces" in capsys.readouterr().out
     s = DecodeSession(pair, "def f(x):", selector="taps", estimator="learned", budget=8, max_new_tokens=10,
                       stop_at_eos=False)
     s.run()

@@ -235,16 +235,17 @@ CARDS = [
         facts=versus_facts, holds=lambda f: f["taps_tau"] < f["ddtree_tau"]),
     Challenge(
         "deep-narrow", "Find a deep, narrow round",
-        "Find a round where TAPS commits at least 6 tokens while verifying fewer than 10 nodes.",
+        "Find a round where TAPS commits at least 6 tokens while verifying at most 10 nodes.",
         "Look where the next line is predictable once it starts: a class whose `__init__` is done is a good "
         "place. The counters show τ and the nodes verified of the round on screen.",
         "*Python: a Point class*, round 2: TAPS verifies {verified} nodes and commits τ {tau} tokens: the "
-        "accepted ‘{accepted_text}’ (the rest of a method's first line and the next line's indent) and the bonus "
+        "accepted ‘{accepted_text}’ (the rest of a method's first line, the next line's indent and its first "
+        "word) and the bonus "
         "token. Reach falls slowly along a confident path, so "
         "TAPS spends its nodes deep instead of wide.",
         "Step_through", _taps_step("point", 2, "verify"),
-        {"tau": 7, "verified": 9, "accepted_text": "__(self,␣other):⏎␣␣␣␣␣␣␣"},
-        facts=round_facts, holds=lambda f: f["tau"] >= 6 and f["verified"] < 10),
+        {"tau": 8, "verified": 10, "accepted_text": "__(self,␣other):⏎␣␣␣␣␣␣␣␣return"},
+        facts=round_facts, holds=lambda f: f["tau"] >= 6 and f["verified"] <= 10),
     Challenge(
         "cost-vs-reach", "Why verify 16 nodes when the budget is 64?",
         "Open *Python: a Point class* with budget 64: TAPS's first tree has far fewer than 64 nodes. Why, and "

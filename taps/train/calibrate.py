@@ -36,7 +36,7 @@ from taps.estimate import LearnedEstimator, MarginalEstimator, reach_from_edges,
 from taps.flags import spec
 from taps.kernels import top_by_reach
 from taps.train.common import add_config_arguments, apply_arguments
-from taps.train.scorer import BUDGETS, ScorerTrainConfig, Trace, collect_traces
+from taps.train.scorer import BUDGETS, ScorerTrainConfig, Trace, collect_traces, weights_fingerprint
 
 ESTIMATORS_FITTED = ("marginal", "learned")
 
@@ -150,9 +150,10 @@ def print_report(name: str, temperature: float, report: dict) -> None:
 def cached_traces(out: Path, pair, seqs: np.ndarray, prompt_len: int, cc: CalibrateConfig, tc: ScorerTrainConfig,
                   temperature: float) -> list[Trace]:
     """The validation traces at `temperature`: read back from OUT/calibration_data when collected
-    with this pair, these sequences and settings, else collected and saved there."""
-    key = json.dumps([pair.fingerprint, int(seqs.shape[0]), int(seqs[:, :8].sum()), prompt_len, asdict(cc),
-                      temperature])
+    with this target and drafter (their weights; the scorer and its calibration play no part in a
+    trace), these sequences and settings, else collected and saved there."""
+    key = json.dumps([weights_fingerprint(pair.target, pair.drafter), int(seqs.shape[0]), int(seqs[:, :8].sum()),
+                      prompt_len, asdict(cc), temperature])
     path = out / "calibration_data" / f"traces-T{temperature:g}.pt"
     if path.exists():
         saved = torch.load(path, weights_only=False)

@@ -438,3 +438,50 @@ def test_paper_table_marks_ddtree_s_best_and_gives_both_ratios(tmp_path):
     assert "DDTree @512 |" in text and "(best)" not in text.split("DDTree @512")[1].split("\n")[0]
     assert "TAPS/learned, cost-sized trees (best: budget 64) | 3.60 | 220.0 | 2.20x |" in text   # online is not it
     assert "TAPS over DDTree-512: **4.40x**" in text and "TAPS over DDTree's best (@64): **1.10x**" in text
+
+
+def test_calibration_table_gives_each_runs_ratio_its_largest_gap_and_equal_budget_tau(tmp_path):
+    """scripts/calibration_table.py: expected / accepted tau per budget from a summary.csv, the
+    largest gap marked against the 5% aim for TAPS runs, and TAPS's reach-mode tau over DDTree's."""
+    import pandas as pd
+
+    rows = [("ar", "none", 1, "", 1.0, None, None),
+            ("ddtree", "marginal", 8, "budget", 3.0, 2.7, 3.1), ("ddtree", "marginal", 16, "budget", 3.5, 3.2, 3.6),
+            ("taps", "learned", 8, "reach", 3.3, 3.3, 3.4), ("taps", "learned", 16, "reach", 3.85, 4.2, 3.9),
+            ("taps", "learned", 8, "cost", 3.2, 3.25, 3.3)]
+    frame = pd.DataFrame(rows, columns=["selector", "estimator", "budget", "mode", "tau", "expected_tau",
+                                        "accepted_tau"])
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    frame.to_csv(folder / "summary.csv", index=False)
+    (folder / "summary.md").write_text("# Benchmark: humaneval prompts, pair tiny\n")
+    (folder / "bench.json").write_text('{"temperature": 0.7, "calibration": "online"}')
+    text = "\n".join(_script("calibration_table").table(folder))
+    assert "### humaneval, T=0.7, calibration online" in text
+    assert "| taps/learned | reach | 3.30 / 3.40 (0.971) | 4.20 / 3.90 (1.077) | 7.7% **over 5%** |" in text
+    assert "| taps/learned | cost | 3.25 / 3.30 (0.985) | - | 1.5% within 5% |" in text
+    assert "| ddtree | budget | 2.70 / 3.10 (0.871) | 3.20 / 3.60 (0.889) | 12.9% |" in text
+    assert "| taps/learned | 1.100x (3.30 vs 3.00) | 1.100x (3.85 vs 3.50) |" in text
+
+
+def test_edge_table_takes_each_runs_best_of_both_and_checks_the_bar(tmp_path, capsys, monkeypatch):
+    """scripts/edge_table.py: per run, TAPS/learned's best tokens/s over DDTree's best (any budget or
+    size choice), then the mean and the lowest run per suite against the bar and the floor."""
+    import pandas as pd
+
+    folders = []
+    for n, (taps_rate, ddtree_rate) in enumerate([(220.0, 200.0), (190.0, 200.0)]):
+        rows = [("ar", "none", 1, "", 1.0, 100.0), ("ddtree", "marginal", 16, "budget", 3.0, ddtree_rate),
+                ("ddtree", "marginal", 32, "cost", 3.1, ddtree_rate - 5),
+                ("taps", "learned", 32, "cost", 3.4, taps_rate), ("taps", "online", 32, "cost", 3.4, 999.0)]
+        folder = tmp_path / f"humaneval-run{n + 1}"
+        folder.mkdir()
+        pd.DataFrame(rows, columns=["selector", "estimator", "budget", "mode", "tau", "tokens_per_s"]).to_csv(
+            folder / "summary.csv", index=False)
+        (folder / "summary.md").write_text("# Benchmark: humaneval prompts, pair tiny\n")
+        folders.append(str(folder))
+    monkeypatch.setattr(sys, "argv", ["edge_table.py", *folders])
+    _script("edge_table").main()
+    text = capsys.readouterr().out
+    assert "| humaneval | humaneval-run1 | 0 | @32, cost | 220.0 | 3.40 | @16, budget | 200.0 | 3.00 | 1.100x |" in text
+    assert "| humaneval | 0 | 2 | 1.025x | 0.950x | no (bar 1.08x, floor 1.00x) |" in text

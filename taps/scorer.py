@@ -49,6 +49,15 @@ class ScorerConfig:
     depth_dim: int = 16
     hidden_dim: int = 64     # edge MLP width; the "other" head uses half
     format: int = FORMAT
+    sibling: bool = False    # a lever under test: sibling-competition scalars (2 per edge, 1 per parent)
+
+    @property
+    def edge_scalars(self) -> int:
+        return EDGE_SCALARS + 2 * self.sibling
+
+    @property
+    def other_scalars(self) -> int:
+        return OTHER_SCALARS + self.sibling
 
 
 # ------------------------------------------------------------------------------------ features
@@ -79,7 +88,7 @@ def parent_groups(pool: DraftTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return parents, group, np.bincount(group, minlength=len(parents))
 
 
-def pool_features(pool: DraftTree, lattice: Lattice) -> PoolFeatures:
+def pool_features(pool: DraftTree, lattice: Lattice, sibling: bool = False) -> PoolFeatures:
     parent = pool.parents[1:]
     depth = pool.depths[1:]
     pos = depth - 1
@@ -90,6 +99,10 @@ def pool_features(pool: DraftTree, lattice: Lattice) -> PoolFeatures:
     parents, group, n_children = parent_groups(pool)
     ppos = pool.depths[parents]                  # children of a parent at depth p sit on lattice row p
     other = np.column_stack([stats[ppos], (ppos + 1) / horizon, pool.path_logprob[parents], np.log(n_children)])
+    if sibling:     # sibling competition: the marginal mass the pool's children of a parent hold, each one's share
+        mass = np.bincount(group, weights=np.exp(pool.marginal_logprob[1:]), minlength=len(parents))
+        scal = np.column_stack([scal, np.log(mass[group]), np.exp(pool.marginal_logprob[1:]) / mass[group]])
+        other = np.column_stack([other, np.log(mass)])
     return PoolFeatures(child_tokens=pool.tokens[1:], parent_tokens=pool.tokens[parent], depth_index=pos,
                         parent_ids=parent, edge_scalars=scal, parents=parents, parent_tokens_p=pool.tokens[parents],
                         parent_depth_index=ppos, other_scalars=other, edge_group=group)
@@ -104,9 +117,9 @@ class TapsScorer(nn.Module):
         self.parent_proj = nn.Linear(c.model_dim, c.proj_dim)
         self.hidden_proj = nn.Linear(c.model_dim, c.proj_dim)
         self.depth_emb = nn.Embedding(c.max_depth + 1, c.depth_dim)
-        self.edge_in = nn.Linear(3 * c.proj_dim + c.depth_dim + EDGE_SCALARS, c.hidden_dim)
+        self.edge_in = nn.Linear(3 * c.proj_dim + c.depth_dim + c.edge_scalars, c.hidden_dim)
         self.edge_out = nn.Linear(c.hidden_dim, 1)
-        self.other_in = nn.Linear(2 * c.proj_dim + c.depth_dim + OTHER_SCALARS, c.hidden_dim // 2)
+        self.other_in = nn.Linear(2 * c.proj_dim + c.depth_dim + c.other_scalars, c.hidden_dim // 2)
         self.other_out = nn.Linear(c.hidden_dim // 2, 1)
 
     def _depth(self, index: torch.Tensor) -> torch.Tensor:
@@ -195,6 +208,9 @@ class ScorerTables:
 
     def __init__(self, scorer: TapsScorer, embed: nn.Embedding, dtype=np.float32):
         c = scorer.config
+        if c.sibling:
+            raise ValueError("this scorer reads sibling-competition features, which the folded tables do not "
+                             "compute yet (a lever under test: `taps.train.scorer` evaluates it with its forward)")
         p, dd = c.proj_dim, c.depth_dim
         with torch.no_grad():
             E = embed.weight.detach()      # folded a block of rows at a time: no float64 copy of all of it

@@ -67,3 +67,32 @@ def test_an_old_scorer_is_refused_with_a_clear_message(tmp_path):
     (tmp_path / "s" / "config.json").write_text(json.dumps(raw))
     with pytest.raises(ValueError, match="retrain it"):
         TapsScorer.from_pretrained(tmp_path / "s")
+
+
+def test_the_sibling_lever_reads_each_parents_pool_mass_and_is_scored_through_the_forward(tmp_path):
+    """The sibling-competition lever: two more scalars per edge (log of the marginal mass its
+    parent's pool children hold, its share of that) and one per parent; such a scorer saves and
+    loads, its q still sums to 1 with "other" per parent, the folded tables refuse it with a
+    message, and the training stage scores it through the network's forward (equal to the tables
+    for a scorer without the lever)."""
+    from taps.train.scorer import ForwardTables
+
+    embed, lattice, pool, plain = _setup()
+    f = pool_features(pool, lattice, sibling=True)
+    assert f.edge_scalars.shape[1] == 9 and f.other_scalars.shape[1] == 7
+    share = f.edge_scalars[:, 8]
+    assert np.allclose(np.bincount(f.edge_group, weights=share), 1.0)     # each parent's shares sum to 1
+    config = ScorerConfig(model_dim=16, max_depth=6, proj_dim=8, depth_dim=4, hidden_dim=32, sibling=True)
+    scorer = TapsScorer(config).eval()
+    with torch.no_grad():
+        edge_logq, other_logq = scorer(f, lattice.hidden, embed)
+    total = other_logq.exp().index_add(0, torch.as_tensor(f.edge_group), edge_logq.exp())
+    torch.testing.assert_close(total, torch.ones_like(total))
+    scorer.save_pretrained(tmp_path / "s")
+    assert TapsScorer.from_pretrained(tmp_path / "s").config.sibling
+    with pytest.raises(ValueError, match="sibling-competition"):
+        ScorerTables(scorer, embed)
+    q = ForwardTables(scorer, embed).edge_probs(pool, lattice)
+    np.testing.assert_allclose(q[1:], edge_logq.exp().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ForwardTables(plain, embed).edge_probs(pool, lattice),
+                               ScorerTables(plain, embed).edge_probs(pool, lattice), rtol=1e-5, atol=1e-7)

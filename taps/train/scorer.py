@@ -73,6 +73,8 @@ class ScorerTrainConfig:
     bce_weight: float = spec(0.5, "weight of the reach BCE beside the per-parent KL", 0.0)
     bce_focus: float = spec(0.0, "> 0: weight each node's reach BCE by min(1, max(predicted, target reach) / "
                                  "this) (the reach range the size choice reads)", 0.0, 1.0)
+    sibling: int = spec(0, "1: the scorer also reads sibling competition (the marginal mass a parent's pool "
+                           "children hold, each child's share of it; a lever under test)", 0, 1)
     use_hidden: int = spec(1, "1: the scorer reads the drafter's hidden state at each depth; 0: it does not "
                               "(an ablation)", 0, 1)
     lr: float = 2e-3
@@ -261,10 +263,26 @@ def tau_line(learned: dict, marginal: dict) -> str:
                         for b in learned["tau_by_budget"]))
 
 
+class ForwardTables:
+    """`ScorerTables.edge_probs` through the network's own forward: for a scorer whose features the
+    folded tables do not compute (a lever under test), at the cost of a torch forward per pool."""
+
+    def __init__(self, scorer: TapsScorer, embed):
+        self.scorer, self.embed = scorer, embed
+
+    @torch.no_grad()
+    def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
+        edge_logq, _ = self.scorer(pool_features(pool, lattice, self.scorer.config.sibling),
+                                   torch.as_tensor(lattice.hidden).float(), self.embed)
+        return np.concatenate([[1.0], edge_logq.double().exp().numpy()])
+
+
 def calibration(traces: list[Trace], scorer: TapsScorer | None, embed, pool_factor: int = 4) -> dict:
     """Predicted reach (scorer, or marginal product when None) vs observed greedy acceptance: the
     reliability table and ECE over all draft nodes, and the held-out tau of the reach rule per budget."""
-    tables = ScorerTables(scorer, embed) if scorer is not None else None    # folded once, used per budget
+    tables = None
+    if scorer is not None:     # folded once, used per budget
+        tables = ForwardTables(scorer, embed) if scorer.config.sibling else ScorerTables(scorer, embed)
     reaches = trace_reach(traces, tables)
     pred = np.concatenate([r[0][1:] for r in reaches]) if reaches else np.zeros(0)
     obs = np.concatenate([r[1][1:] for r in reaches]) if reaches else np.zeros(0)
@@ -346,7 +364,7 @@ def training_examples(traces: list[Trace], tc: ScorerTrainConfig) -> list[tuple]
     for t in traces:
         for nodes in pool_sizes(tc):
             pool, prob, greedy = t.sub_pool(nodes)
-            examples.append((pool_features(pool, t.lattice), t.lattice.hidden,
+            examples.append((pool_features(pool, t.lattice, bool(tc.sibling)), t.lattice.hidden,
                              torch.as_tensor(prob if tc.label == "prob" else greedy, dtype=torch.float32)))
             if pool is t.pool:
                 break
@@ -413,7 +431,7 @@ def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_pat
 
     torch.manual_seed(tc.seed)
     scorer = TapsScorer(ScorerConfig(model_dim=pair.target.config.hidden_size,
-                                     max_depth=pair.drafter.block_size)).train()
+                                     max_depth=pair.drafter.block_size, sibling=bool(tc.sibling))).train()
     if not tc.use_hidden:         # the ablation: the hidden state's projection fixed at zero (its bias stays)
         scorer.hidden_proj.weight.data.zero_()
         scorer.hidden_proj.weight.requires_grad_(False)

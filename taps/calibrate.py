@@ -258,9 +258,36 @@ class Calibrator:
     mode: str = "online"
     correction: DepthCorrection = field(default_factory=DepthCorrection)
 
+    def __post_init__(self):
+        # the map as the kernel reads it: knots padded per band, and each depth's band
+        bands = self.reach_map if self.reach_map is not None else ReachMap.identity()
+        width = max(len(x) for x in bands.xs)
+        self._knots_x = np.ones((len(DEPTH_BANDS), width))
+        self._knots_y = np.ones((len(DEPTH_BANDS), width))
+        for b, (x, y) in enumerate(zip(bands.xs, bands.ys)):
+            self._knots_x[b, :len(x)], self._knots_y[b, :len(y)] = x, y
+        self._knots_n = np.array([len(x) for x in bands.xs], dtype=np.int64)
+        self._band_of_depth = depth_band(np.arange(65)).astype(np.int64)
+
     @property
     def learns(self) -> bool:
         return self.mode == "online"
+
+    def both(self, pool, reach: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the static reach, the reach TAPS uses) in one compiled pass (`kernels.calibrated_reach`,
+        equal to `static` then `online`)."""
+        if self.mode == "off" or pool.size == 0:
+            return reach, reach
+        parents, depths = np.asarray(pool.parents, dtype=np.int64), np.asarray(pool.depths, dtype=np.int64)
+        learned = self.learns and self.correction.observations > 0
+        rho = self.correction.ratios(int(depths.max())) if learned else np.ones(int(depths.max()) + 1)
+        use_map = self.reach_map is not None
+        static, online = kernels.calibrated_reach(parents, depths, np.asarray(reach, dtype=np.float64),
+                                                  self._knots_x, self._knots_y, self._knots_n, self._band_of_depth,
+                                                  rho, use_map)
+        if not use_map:
+            static = reach
+        return static, (online if learned else static)
 
     def static(self, pool, reach: np.ndarray) -> np.ndarray:
         """The static map's reach (the estimator's own where there is no map or mode is 'off')."""

@@ -72,9 +72,9 @@ class Estimator:
         raw = self.raw_reach(pool, lattice)
         if self.calibrator is None:
             return raw
-        static = self.calibrator.static(pool, raw)
+        static, reach = self.calibrator.both(pool, raw)
         self._static = (pool, static)          # what the online correction learns against
-        return self.calibrator.online(pool, static)
+        return reach
 
     def observe_round(self, pool: DraftTree, selected: np.ndarray, edge_target: np.ndarray) -> None:
         """After verification: the estimator's own learning and the calibrator's online correction."""

@@ -193,6 +193,45 @@ def _reach_from_edges(parents, q):
     return reach
 
 
+def _calibrated_reach(parents, depths, raw, knots_x, knots_y, knots_n, band_of_depth, rho, use_map):
+    """`taps.calibrate.Calibrator`'s static then online reach in two passes over the nodes
+    (parents first): with `use_map`, each node's reach through its depth band's knots (linear
+    between them), clipped to [0, 1], then a parent's children scaled to share at most its reach
+    and each kept at most it (`cap_down`); then each edge's q = r(v) / r(parent) times
+    rho[d] / rho[d - 1], at most 1, multiplied down the path (`rho` all ones: the static reach)."""
+    n = raw.shape[0]
+    mapped = np.empty(n)
+    mapped[0] = 1.0
+    for v in range(1, n):
+        x = raw[v]
+        if use_map:
+            b = band_of_depth[min(depths[v], band_of_depth.shape[0] - 1)]
+            k = knots_n[b]
+            x = np.interp(x, knots_x[b, :k], knots_y[b, :k])
+        mapped[v] = min(max(x, 0.0), 1.0)
+    static = np.empty(n)
+    static[0] = 1.0
+    if use_map:
+        sums = np.zeros(n)
+        for v in range(1, n):
+            sums[parents[v]] += mapped[v]
+        for v in range(1, n):
+            up = parents[v]
+            value = mapped[v] * (static[up] / sums[up]) if sums[up] > static[up] else mapped[v]
+            static[v] = min(value, static[up])
+    else:
+        for v in range(1, n):
+            static[v] = mapped[v]
+    online = np.empty(n)
+    online[0] = 1.0
+    for v in range(1, n):
+        up = parents[v]
+        q = static[v] / static[up] if static[up] > 0 else 0.0
+        q = min(q * rho[depths[v]] / rho[depths[v] - 1], 1.0)
+        online[v] = online[up] * min(max(q, 0.0), 1.0)
+    return static, online
+
+
 def _best_size(reach_desc, times):
     """`LatencyProfile.best_size`: the m maximising (1 + sum of the first m reach) / times[m] over
     m = 0..len(times)-1 (the first such m)."""
@@ -257,6 +296,7 @@ subtree = _jit(_subtree)
 prefix_closed = _jit(_prefix_closed)
 scorer_edge_probs = _jit(_scorer_edge_probs)
 reach_from_edges = _jit(_reach_from_edges)
+calibrated_reach = _jit(_calibrated_reach)
 
 
 _warm = False
@@ -280,5 +320,9 @@ def warm_up() -> None:
     prefix_closed(tree[1], tree[2])
     best_size(reach[1:], np.array([1.0, 1.1, 1.2]))
     reach_from_edges(tree[1], reach)
+    knots = np.array([[0.0, 1.0]])
+    for use_map in (True, False):
+        calibrated_reach(tree[1], tree[2], reach, knots, knots, np.array([2]), np.zeros(4, np.int64),
+                         np.ones(3), use_map)
     _warm = True
 

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from taps import DecodeSession, greedy_continuation, sample_continuation
 from taps.calibrate import (
@@ -74,6 +75,29 @@ def test_cap_down_never_lifts_a_lone_child_above_its_parent_by_rounding():
         out = cap_down(np.array([-1, 0, 1]), np.array([0, 1, 2]),
                        np.array([1.0, parent_reach, rng.uniform(parent_reach, 1.0)]))
         assert out[2] <= out[1]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_compiled_pass_equals_the_static_map_then_the_online_correction(seed):
+    """`Calibrator.both` (kernels.calibrated_reach) against `static` then `online` (numpy), on random
+    pools, with and without a map, before and after the session has seen verdicts."""
+    from taps.calibrate import Calibrator
+    from taps.pool import Lattice, heap_tree
+
+    rng = np.random.default_rng(seed)
+    lattice = Lattice.from_logits(torch.as_tensor(rng.normal(0, 2, (9, 40))), 8)
+    pool = heap_tree(3, lattice, 60, 60)
+    raw = np.exp(pool.path_logprob) * rng.uniform(0.2, 1.0) ** pool.depths
+    xs = [sorted(set([0.0, *rng.uniform(0, 1, 4).round(3), 1.0])) for _ in DEPTH_BANDS]
+    ys = [sorted(rng.uniform(0, 1, len(x))) for x in xs]
+    for reach_map in (None, ReachMap(xs, ys, [50] * len(DEPTH_BANDS))):
+        cal = Calibrator(reach_map, "online")
+        for _ in range(2):
+            static, final = cal.both(pool, raw)
+            np.testing.assert_allclose(static, cal.static(pool, raw), rtol=1e-12, atol=1e-15)
+            np.testing.assert_allclose(final, cal.online(pool, cal.static(pool, raw)), rtol=1e-12, atol=1e-15)
+            assert np.all(final[1:] <= final[pool.parents[1:]])
+            cal.correction.observe(pool.depths[1:12], static[1:12], rng.uniform(0, 1, 11))
 
 
 def test_calibration_files_round_trip_pick_the_nearest_temperature_and_refuse_damage(tmp_path):

@@ -316,11 +316,7 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
               "| waste | select share | lossless (verdict against AR) | prompts |",
               "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for r in summary:
-        run = label_policy(r["selector"])
-        budget = "-" if run is not None and run.baseline else str(r["budget"])
-        estimator = r["estimator"] if run is not None and run.uses_estimator else "-"
-        lines.append(f"| {r['selector']} | {estimator} | {budget} | {r.get('mode') or '-'} | {r['tau']:.2f} | "
-                     f"{r['tokens_per_s']:.1f} | "
+        lines.append(f"{_run_cells(r)} {r['tau']:.2f} | {r['tokens_per_s']:.1f} | "
                      f"{r['speedup_vs_ar']:.2f}x | {_iqr(r)} | {100 * r['waste_share']:.1f}% | "
                      f"{100 * r['select_share']:.1f}% | "
                      f"{r.get('verdict') or ('yes' if r['lossless'] else 'NO')} | {r['prompts']} |")
@@ -352,6 +348,14 @@ def summary_markdown(summary: list[dict], meta: dict) -> str:
     return "\n".join(lines)
 
 
+def _run_cells(r: dict) -> str:
+    """A summary row's first four cells: selector, estimator (TAPS only), budget (not for AR) and size choice."""
+    run = label_policy(r["selector"])
+    budget = "-" if run is not None and run.baseline else str(r["budget"])
+    estimator = r["estimator"] if run is not None and run.uses_estimator else "-"
+    return f"| {r['selector']} | {estimator} | {budget} | {r.get('mode') or '-'} |"
+
+
 def reliability_series(summary: list[dict]) -> dict[str, list[dict]]:
     """Per run label (budgets and size choices pooled), the reliability table of its verified nodes
     (`metrics.reliability_table`); runs without an estimate of their own (AR, the oracle) left out."""
@@ -381,10 +385,7 @@ def calibration_markdown(summary: list[dict]) -> list[str]:
              "| selector | estimator | budget | size | expected tau | accepted tau | expected / accepted |",
              "|---|---|---:|---|---:|---:|---:|"]
     for r in runs:
-        run = label_policy(r["selector"])
-        estimator = r["estimator"] if run is not None and run.uses_estimator else "-"
-        lines.append(f"| {r['selector']} | {estimator} | {r['budget']} | {r.get('mode') or '-'} | "
-                     f"{r['expected_tau']:.2f} | {r['accepted_tau']:.2f} | "
+        lines.append(f"{_run_cells(r)} {r['expected_tau']:.2f} | {r['accepted_tau']:.2f} | "
                      f"{r['expected_tau'] / r['accepted_tau']:.3f} |")
     series = reliability_series(summary)
     if series:

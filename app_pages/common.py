@@ -46,7 +46,7 @@ header[data-testid="stHeader"] { display: none !important; }
 </style>
 """
 SIDEBAR_PX = 300                  # what the sidebar and the page's padding take from the window's width
-PRESENTER_CHROME_PX = 316         # presenter mode: window height minus the tree figure's (buttons, counters, tabs)
+PRESENTER_CHROME_PX = 324         # presenter mode: window height minus the tree figure's (buttons, counters, tabs)
 NORMAL_CHROME_PX = 110            # otherwise: the tree fits one screen once scrolled to
 
 

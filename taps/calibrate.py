@@ -120,6 +120,10 @@ class ReachMap:
               for y, f, n in zip(self.ys, factors, self.nodes)]
         return ReachMap(self.xs, [[float(v) for v in y] for y in ys], self.nodes)
 
+    def capped(self, parents: np.ndarray, depths: np.ndarray, reach: np.ndarray) -> np.ndarray:
+        """The map applied, then `cap_down`: the static reach (as `kernels.calibrated_reach` gives it)."""
+        return cap_down(parents, depths, self.apply(reach, depths))
+
     def apply(self, reach: np.ndarray, depths: np.ndarray) -> np.ndarray:
         out = np.asarray(reach, dtype=np.float64).copy()
         band = depth_band(depths)
@@ -274,8 +278,12 @@ class Calibrator:
         return self.mode == "online"
 
     def both(self, pool, reach: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(the static reach, the reach TAPS uses) in one compiled pass (`kernels.calibrated_reach`,
-        equal to `static` then `online`)."""
+        """(the static reach, the reach TAPS uses) in one compiled pass (`kernels.calibrated_reach`;
+        its numpy twin is `tests/oracles.py`'s `calibrated_reach`): the map and its caps, then each
+        edge's q at depth d times rho_d / rho_(d-1), at most 1. Siblings are not scaled back within
+        their parent in the online step: the static reach already fills that bound for many
+        parents, and a cap that takes the ratio's rises but not its falls made the corrected reach
+        3-6% low on validation prompts (`docs/calibration.md`)."""
         if self.mode == "off" or pool.size == 0:
             return reach, reach
         parents, depths = np.asarray(pool.parents, dtype=np.int64), np.asarray(pool.depths, dtype=np.int64)
@@ -289,28 +297,6 @@ class Calibrator:
             static = reach
         return static, (online if learned else static)
 
-    def static(self, pool, reach: np.ndarray) -> np.ndarray:
-        """The static map's reach (the estimator's own where there is no map or mode is 'off')."""
-        if self.mode == "off" or self.reach_map is None:
-            return reach
-        return cap_down(pool.parents, pool.depths, self.reach_map.apply(reach, pool.depths))
-
-    def online(self, pool, static_reach: np.ndarray) -> np.ndarray:
-        """The static reach times its depth's ratio rho_d, applied edge by edge: each edge's q at
-        depth d times rho_d / rho_(d-1), at most 1, reach the product along the path again (so
-        exactly rho_d x the static reach wherever no edge reaches 1). Siblings are not scaled back
-        within their parent here: the static reach already fills that bound for many parents, and
-        a cap that takes the ratio's rises but not its falls made the corrected reach 3-6% low on
-        validation prompts (`docs/calibration.md`)."""
-        if not self.learns or self.correction.observations == 0 or pool.size == 0:
-            return static_reach
-        parents, depths = np.asarray(pool.parents, dtype=np.int64), np.asarray(pool.depths, dtype=np.int64)
-        rho = self.correction.ratios(int(depths.max()))
-        q = conditional(parents, static_reach)
-        q[1:] = np.minimum(q[1:] * rho[depths[1:]] / rho[depths[1:] - 1], 1.0)
-        q[0] = 1.0
-        return kernels.reach_from_edges(parents, q)
-
     def observe(self, pool, static_reach: np.ndarray, selected: np.ndarray, edge_target: np.ndarray) -> None:
         """Learn from a verified round: `static_reach` the static map's reach of the pool's nodes,
         `selected` the verified nodes (root first), `edge_target` the target's verdict per edge
@@ -322,17 +308,3 @@ class Calibrator:
         path = kernels.reach_from_edges(parents, np.nan_to_num(np.asarray(edge_target, dtype=np.float64), nan=0.0))
         nodes = np.asarray(selected[1:], dtype=np.int64)
         self.correction.observe(np.asarray(pool.depths, dtype=np.int64)[nodes], static_reach[nodes], path[nodes])
-
-
-def reliability(pred: np.ndarray, observed: np.ndarray, bins: int = 10) -> list[dict]:
-    """Reliability table over equal-width bins of predicted reach: nodes, mean predicted, observed share."""
-    pred, observed = np.asarray(pred, dtype=np.float64), np.asarray(observed, dtype=np.float64)
-    which = np.clip((pred * bins).astype(np.int64), 0, bins - 1)
-    table = []
-    for b in range(bins):
-        sel = which == b
-        if sel.any():
-            table.append({"bin": f"{b / bins:.1f}-{(b + 1) / bins:.1f}", "low": b / bins, "high": (b + 1) / bins,
-                          "nodes": int(sel.sum()), "predicted": float(pred[sel].mean()),
-                          "observed": float(observed[sel].mean())})
-    return table

@@ -132,3 +132,21 @@ def prefix_closed(parents: np.ndarray, depths: np.ndarray) -> bool:
     p = parents
     return bool(p[0] == -1 and np.all((p[1:] >= 0) & (p[1:] < np.arange(1, len(p))))
                 and np.all(depths[1:] == depths[p[1:]] + 1))
+
+
+def calibrated_reach(calibrator, pool, reach: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`kernels.calibrated_reach` as `Calibrator.both` calls it: the map and its caps
+    (`ReachMap.capped`), then each edge's q = r(v) / r(parent) times rho_d / rho_(d-1), at most 1,
+    multiplied down the path (the static reach itself while the session has seen nothing)."""
+    from taps.calibrate import conditional
+
+    static = reach if calibrator.reach_map is None else calibrator.reach_map.capped(pool.parents, pool.depths, reach)
+    if calibrator.correction.observations == 0:
+        return static, static
+    depths = np.asarray(pool.depths)
+    rho = calibrator.correction.ratios(int(depths.max()))
+    q = conditional(pool.parents, static)
+    q[1:] = np.minimum(q[1:] * rho[depths[1:]] / rho[depths[1:] - 1], 1.0)
+    q[0] = 1.0
+    return static, reach_from_edges(pool.parents, q)
+

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import oracles
 import pytest
 import torch
 
@@ -79,7 +80,7 @@ def test_cap_down_never_lifts_a_lone_child_above_its_parent_by_rounding():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_compiled_pass_equals_the_static_map_then_the_online_correction(seed):
-    """`Calibrator.both` (kernels.calibrated_reach) against `static` then `online` (numpy), on random
+    """`Calibrator.both` (kernels.calibrated_reach) against its numpy twin (tests/oracles.py), on random
     pools, with and without a map, before and after the session has seen verdicts."""
     from taps.calibrate import Calibrator
     from taps.pool import Lattice, heap_tree
@@ -94,8 +95,9 @@ def test_the_compiled_pass_equals_the_static_map_then_the_online_correction(seed
         cal = Calibrator(reach_map, "online")
         for _ in range(2):
             static, final = cal.both(pool, raw)
-            np.testing.assert_allclose(static, cal.static(pool, raw), rtol=1e-12, atol=1e-15)
-            np.testing.assert_allclose(final, cal.online(pool, cal.static(pool, raw)), rtol=1e-12, atol=1e-15)
+            want_static, want_final = oracles.calibrated_reach(cal, pool, raw)
+            np.testing.assert_allclose(static, want_static, rtol=1e-12, atol=1e-15)
+            np.testing.assert_allclose(final, want_final, rtol=1e-12, atol=1e-15)
             assert np.all(final[1:] <= final[pool.parents[1:]])
             cal.correction.observe(pool.depths[1:12], static[1:12], rng.uniform(0, 1, 11))
 
@@ -134,10 +136,10 @@ def test_the_online_correction_scales_reach_by_its_depths_ratio_where_no_cap_bin
                      reach=np.ones(5))
     static = np.array([1.0, 0.5, 0.3, 0.4, 0.2])
     cal = Calibrator(None, "online")
-    assert cal.online(pool, static) is static                    # nothing seen yet: the static reach
+    assert cal.both(pool, static)[1] is static                   # nothing seen yet: the static reach
     cal.correction.observe(np.array([1, 2, 3]), np.array([10.0, 10.0, 10.0]), np.array([12.0, 6.0, 5.0]))
     rho = cal.correction.ratios(3)
-    out = cal.online(pool, static)
+    out = cal.both(pool, static)[1]
     assert out[1] == pytest.approx(0.5 * rho[1]) and out[2] == pytest.approx(0.3 * rho[1])
     assert out[3] == pytest.approx(0.4 * rho[2]) and out[4] == pytest.approx(0.2 * rho[3])
     assert np.all(out[1:] <= out[pool.parents[1:]])

@@ -31,12 +31,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from taps.calibrate import DEPTH_BANDS, FIT_TEMPERATURES, Calibration, ReachMap, cap_down, depth_band, reliability
+from taps.calibrate import DEPTH_BANDS, FIT_TEMPERATURES, Calibration, ReachMap, depth_band
 from taps.estimate import LearnedEstimator, MarginalEstimator, reach_from_edges, scorer_tables
 from taps.flags import spec
 from taps.kernels import top_by_reach
 from taps.train.common import add_config_arguments, apply_arguments
-from taps.train.scorer import BUDGETS, ScorerTrainConfig, Trace, collect_traces, weights_fingerprint
+from taps.train.scorer import BUDGETS, ScorerTrainConfig, Trace, collect_traces, reliability, weights_fingerprint
 
 ESTIMATORS_FITTED = ("marginal", "learned")
 
@@ -79,7 +79,7 @@ def selections(traces: list[Trace], estimator, temperature: float, reach_map: Re
             pool, outcome = node_outcomes(t, pool_factor * budget, temperature)
             reach = estimator.raw_reach(pool, t.lattice)
             if reach_map is not None:
-                reach = cap_down(pool.parents, pool.depths, reach_map.apply(reach, pool.depths))
+                reach = reach_map.capped(pool.parents, pool.depths, reach)
             chosen = top_by_reach(reach, min(budget, pool.size), np.empty(0))[1:]
             rows.append((reach[chosen], outcome[chosen], pool.depths[chosen]))
         out[budget] = rows
@@ -95,10 +95,8 @@ def judge(sel: dict[int, list]) -> dict:
         measured = float(np.mean([1 + o.sum() for _, o, _ in rows]))
         by_budget[str(budget)] = {"expected": round(expected, 4), "measured": round(measured, 4),
                                   "ratio": round(expected / measured, 4)}
-    pred = np.concatenate([r for rows in sel.values() for r, _, _ in rows])
-    obs = np.concatenate([o for rows in sel.values() for _, o, _ in rows])
-    table = reliability(pred, obs)
-    ece = sum(row["nodes"] * abs(row["predicted"] - row["observed"]) for row in table) / max(len(pred), 1)
+    pred, obs, _ = _pooled(sel)
+    table, ece = reliability(pred, obs)
     return {"tau": by_budget, "ece": round(float(ece), 5), "reliability": table}
 
 

@@ -6,7 +6,8 @@ estimators share one interface:
 - `marginal`: q = the drafter's marginal of the child at its depth (DDTree's surrogate).
 - `online`:   training-free. The target's verdicts on earlier rounds of the same session
               calibrate the marginal per bucket (depth, rank, whether the parent's path is the
-              drafter's favourite), shrunk toward the raw marginal while data are few.
+              drafter's favourite), shrunk toward its starting point while data are few: the
+              marginal product through the shipped marginal map (the raw marginal without one).
 - `learned`:  the TAPS scorer network (`taps.scorer`).
 
 Every estimator returns q <= 1, so reach never grows along a path. Its reach is then calibrated
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import kernels
-from .calibrate import CALIBRATIONS, Calibrator
+from .calibrate import CALIBRATIONS, Calibrator, conditional
 from .config import ESTIMATORS
 from .pool import Lattice
 from .scorer import ScorerTables
@@ -105,16 +106,25 @@ class OnlineEstimator(Estimator):
     """Calibrates marginals against the target's verdicts seen so far in this session.
 
     Bucket of an edge: (depth band, rank band, whether the parent's path is the drafter's
-    favourite). In a bucket with observed hits H and observed marginal mass M,
-    q = marginal * (H + k) / (M + k): the raw marginal while data are few, calibrated as they come.
+    favourite). Each edge starts from a base q: the marginal's, or, with `base` (a static
+    `Calibrator` holding the shipped marginal map), the conditional q of the mapped marginal
+    product. In a bucket with observed hits H and observed base mass M, q = base * (H + k) / (M + k),
+    at most 1: the base while data are few, calibrated as they come. Its own reach then takes no
+    further map and no depth correction (`make_estimator`): starting from the raw marginal and
+    mapping on top counted the same correction twice (at T>0 the map halves reach, and so do the
+    verdicts) and left it 10-22% under-confident. Siblings are not scaled back to sum to 1 (the base
+    already does; rescaling after a rise took back the accepted child's rise and left it 4-5%
+    under-confident on validation prompts), and k = 8 base-mass units (k = 2: 3-6% under;
+    `docs/calibration.md`).
     """
 
-    prior_strength: float = 2.0
+    prior_strength: float = 8.0
     learns: bool = True
     depth_edges: tuple[int, ...] = (1, 2, 3, 5, 8)
     rank_edges: tuple[int, ...] = (0, 1, 2, 4)
     hits: np.ndarray = field(default=None)
     mass: np.ndarray = field(default=None)
+    base: Calibrator | None = None
     name: str = "online"
 
     def __post_init__(self):
@@ -129,12 +139,26 @@ class OnlineEstimator(Estimator):
         r = np.searchsorted(self.rank_edges, pool.ranks, side="right")
         return (d * (len(self.rank_edges) + 1) + r) * 2 + on_mode.astype(np.int64)
 
+    def base_q(self, pool: DraftTree) -> np.ndarray:
+        """Each edge's starting q (q[0] = 1), kept for the round's `observe`."""
+        last = getattr(self, "_base_q", None)
+        if last is not None and last[0] is pool:
+            return last[1]
+        q = np.exp(pool.marginal_logprob)
+        q[0] = 1.0
+        if self.base is not None and pool.size > 0:
+            parents = np.asarray(pool.parents, dtype=np.int64)
+            mapped, _ = self.base.both(pool, reach_from_edges(parents, q))
+            q = conditional(parents, mapped)
+        self._base_q = (pool, q)
+        return q
+
     def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
-        marginal = np.exp(pool.marginal_logprob)
         b = self._buckets(pool)
         k = self.prior_strength
-        q = marginal * (self.hits[b] + k) / (self.mass[b] + k)
-        return normalise_siblings(pool.parents, q)
+        q = np.minimum(self.base_q(pool) * (self.hits[b] + k) / (self.mass[b] + k), 1.0)
+        q[0] = 1.0
+        return q
 
     def observe(self, pool: DraftTree, edge_target: np.ndarray) -> None:
         """q means "given the parent reached", so each verdict counts with the probability that its
@@ -148,7 +172,7 @@ class OnlineEstimator(Estimator):
         seen, weight = seen[reached > 0], reached[reached > 0]
         b = self._buckets(pool)[seen]
         np.add.at(self.hits, b, weight * edge_target[seen])
-        np.add.at(self.mass, b, weight * np.exp(pool.marginal_logprob[seen]))
+        np.add.at(self.mass, b, weight * self.base_q(pool)[seen])
 
     @property
     def observations(self) -> float:
@@ -200,9 +224,14 @@ def make_estimator(name: str, pair=None, calibration: str = "online", temperatur
     if calibration not in CALIBRATIONS:
         raise ValueError(f"unknown calibration '{calibration}': choose one of {', '.join(CALIBRATIONS)}")
     shipped = getattr(pair, "calibration", None)
-    reach_map = None
-    if shipped is not None:      # the online estimator starts as the marginal product: it starts from that map
-        reach_map = shipped.reach_map(name, temperature) or (shipped.reach_map("marginal", temperature)
-                                                             if name == "online" else None)
+    if name == "online":
+        # it starts as the marginal product through the marginal's map, and its bucket learning is
+        # its online correction: its reach takes neither again
+        marginal_map = shipped.reach_map("marginal", temperature) if shipped is not None else None
+        if marginal_map is not None and calibration != "off":
+            estimator.base = Calibrator(marginal_map, "static")
+        estimator.calibrator = None
+        return estimator
+    reach_map = shipped.reach_map(name, temperature) if shipped is not None else None
     estimator.calibrator = Calibrator(reach_map, calibration)
     return estimator

@@ -183,7 +183,8 @@ def test_an_over_confident_map_is_pulled_back_by_the_sessions_verdicts(tiny_pair
 def test_every_calibration_mode_is_lossless_greedy_and_sampled(tiny_pair, mode, estimator):
     squeezed = ReachMap([[0.0, 0.2, 1.0]] * len(DEPTH_BANDS), [[0.0, 0.6, 0.7]] * len(DEPTH_BANDS),
                         [100] * len(DEPTH_BANDS))
-    saved = _planted(tiny_pair, Calibration({estimator: {0.0: squeezed, 1.0: ReachMap.identity()}}))
+    # the online estimator starts from the marginal's map
+    saved = _planted(tiny_pair, Calibration({"marginal": {0.0: squeezed, 1.0: ReachMap.identity()}}))
     try:
         prompt = [9, 4, 71, 3]
         for temperature, seed in ((0.0, 0), (0.8, 3)):
@@ -195,6 +196,44 @@ def test_every_calibration_mode_is_lossless_greedy_and_sampled(tiny_pair, mode, 
                                   max_new_tokens=24, stop_at_eos=False)
                 s.run()
                 assert s.generated == reference, (mode, estimator, temperature, taps_mode)
+    finally:
+        tiny_pair.calibration = saved
+
+
+def _random_pool(seed: int):
+    from taps.pool import Lattice, heap_tree
+
+    rng = np.random.default_rng(seed)
+    lattice = Lattice.from_logits(torch.as_tensor(rng.normal(0, 2, (9, 40))), 8)
+    return heap_tree(3, lattice, 60, 60), lattice, rng
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_online_estimator_starts_as_the_mapped_marginal_and_is_mapped_only_once(tiny_pair, seed):
+    """Before any verdict the online estimator's reach is the marginal estimator's static reach (the
+    marginal map, capped); its verdicts then move q from there, and no map or depth correction is
+    laid over its reach again (that counted the correction twice at T>0)."""
+    from taps.estimate import make_estimator
+
+    halving = ReachMap([[0.0, 1.0]] * len(DEPTH_BANDS), [[0.0, 0.5]] * len(DEPTH_BANDS), [100] * len(DEPTH_BANDS))
+    saved = _planted(tiny_pair, Calibration({"marginal": {0.0: halving}}))
+    try:
+        pool, lattice, rng = _random_pool(seed)
+        marginal = make_estimator("marginal", tiny_pair, calibration="static")
+        online = make_estimator("online", tiny_pair, calibration="online")
+        assert online.calibrator is None and online.wants_feedback
+        want = marginal.reach(pool, lattice)
+        np.testing.assert_allclose(online.reach(pool, lattice), want, rtol=1e-9, atol=1e-15)
+        assert want[1:].max() <= 0.5 + 1e-12                     # the map halved it, once
+        # every verdict an acceptance: the buckets lift q above the mapped start, never reach past 1
+        online.observe(pool, np.where(np.arange(pool.size + 1) > 0, 1.0, np.nan))
+        lifted = online.reach(pool, lattice)
+        assert lifted[1:].sum() > want[1:].sum()
+        assert np.all(lifted[1:] <= lifted[pool.parents[1:]] + 1e-12)
+        # calibration 'off': the raw marginal, no map
+        raw = make_estimator("online", tiny_pair, calibration="off")
+        np.testing.assert_allclose(raw.reach(pool, lattice), make_estimator("marginal", tiny_pair, calibration="off")
+                                   .reach(pool, lattice), rtol=1e-9, atol=1e-15)
     finally:
         tiny_pair.calibration = saved
 

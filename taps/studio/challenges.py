@@ -230,21 +230,20 @@ CARDS = [
         "left out, and commits τ {ddtree_tau}. A tree sized for this CPU's costs gives up the drafter's less "
         "likely guesses, and here one of them was the target's.",
         "Step_through", _taps_step("fib", 5, "compare"),
-        {"taps_tau": 1, "taps_verified": 9, "ddtree_tau": 3, "ddtree_verified": 32, "ddtree_first": "␣return",
+        {"taps_tau": 1, "taps_verified": 11, "ddtree_tau": 3, "ddtree_verified": 32, "ddtree_first": "␣return",
          "taps_missed_it": True},
         facts=versus_facts, holds=lambda f: f["taps_tau"] < f["ddtree_tau"]),
     Challenge(
         "deep-narrow", "Find a deep, narrow round",
         "Find a round where TAPS commits at least 6 tokens while verifying at most 10 nodes.",
-        "Look where the next line is predictable once it starts: a class whose `__init__` is done is a good "
+        "Look where the rest of a line is predictable once it starts: a familiar call after `os.` is a good "
         "place. The counters show τ and the nodes verified of the round on screen.",
-        "*Python: a Point class*, round 2: TAPS verifies {verified} nodes and commits τ {tau} tokens: the "
-        "accepted ‘{accepted_text}’ (the rest of a method's first line, the next line's indent and its first "
-        "word) and the bonus "
+        "*Docstring: describe a config file*, round 6: after ‘if os.’ TAPS verifies {verified} nodes and "
+        "commits τ {tau} tokens: the accepted ‘{accepted_text}’ (the rest of the line) and the bonus "
         "token. Reach falls slowly along a confident path, so "
         "TAPS spends its nodes deep instead of wide.",
-        "Step_through", _taps_step("point", 2, "verify"),
-        {"tau": 8, "verified": 10, "accepted_text": "__(self,␣other):⏎␣␣␣␣␣␣␣␣return"},
+        "Step_through", _taps_step("docstring", 6, "verify"),
+        {"tau": 8, "verified": 9, "accepted_text": "path.isfile(path):"},
         facts=round_facts, holds=lambda f: f["tau"] >= 6 and f["verified"] <= 10),
     Challenge(
         "cost-vs-reach", "Why verify 16 nodes when the budget is 64?",

@@ -166,6 +166,7 @@ class Calibration:
         raw = {"format": FORMAT, "depth_bands": list(DEPTH_BANDS), **self.meta,
                "estimators": {name: {f"{t:g}": m.to_json() for t, m in sorted(by_t.items())}
                               for name, by_t in self.maps.items()}}
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(raw, indent=1) + "\n")
         return path
 

@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 
 from taps.drafter import context_features
 from taps.train.common import TrainError
-from taps.train.drafter import block_mask, drafter_loss, greedy_batch, target_features, teacher_logprobs
+from taps.train.drafter import block_mask, continue_batch, drafter_loss, target_features, teacher_logprobs
 
 
 def test_training_forward_equals_incremental_drafting(tiny_pair):
@@ -54,13 +54,30 @@ def test_drafter_loss_is_finite_and_trainable(tiny_pair):
     pair.drafter.zero_grad(set_to_none=True)
 
 
+def test_sampled_contexts_keep_each_prompt_and_are_the_targets_draws_at_t(tiny_pair):
+    """The calibration stage's contexts at T > 0: each sequence's prompt, then the target sampled at T
+    (seeded: the same call, the same text), not its greedy text."""
+    from taps.train.calibrate import sampled_contexts
+
+    pair = tiny_pair
+    prompts = torch.randint(2, 90, (3, 6), generator=torch.Generator().manual_seed(4)).to(pair.device)
+    greedy = continue_batch(pair.target, prompts, 30).cpu().numpy()
+    sampled = sampled_contexts(pair.target, greedy, 6, 1.0, seed=3, batch=2)
+    assert sampled.shape == greedy.shape and sampled.dtype == greedy.dtype
+    assert np.array_equal(sampled[:, :6], greedy[:, :6])
+    assert not np.array_equal(sampled[:, 6:], greedy[:, 6:])
+    assert np.array_equal(sampled, sampled_contexts(pair.target, greedy, 6, 1.0, seed=3, batch=2))
+    # T -> 0 is the greedy text again
+    assert np.array_equal(sampled_contexts(pair.target, greedy, 6, 1e-6, seed=3), greedy)
+
+
 def test_distillation_teacher_is_the_targets_next_token_distribution(tiny_pair):
     """With `distill`, the drafter learns the target's distribution at each block position: on the
     target's own greedy text the teacher's argmax is the label there, and the loss mixes CE and KL."""
     pair = tiny_pair
     dev = pair.device
     prompts = torch.randint(2, 90, (2, 6), generator=torch.Generator().manual_seed(2)).to(dev)
-    seqs = greedy_batch(pair.target, prompts, 20)
+    seqs = continue_batch(pair.target, prompts, 20)
     anchors = torch.tensor([5, 9], device=dev)
     block = pair.drafter.block_size
     label_pos = anchors[:, None] + torch.arange(1, block, device=dev)[None, :]
@@ -349,7 +366,7 @@ def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir, capsys):
     # the calibration stage: validation pools at two temperatures, a map per estimator, saved with the scorer
     from taps.train import calibrate as calibrate_stage
 
-    cargs = argparse.Namespace(out=out, pair=None, data=None, scorer_folder=None,
+    cargs = argparse.Namespace(out=out, pair=None, data=None, scorer_folder=None, regenerate=0,
                                **{f: None for f in calibrate_stage.CalibrateConfig.__dataclass_fields__})
     cargs.pools, cargs.temperatures = 8, "0,0.8"
     calibrate_stage.main(cargs)

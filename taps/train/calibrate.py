@@ -1,8 +1,12 @@
 """Stage 5: the reach calibration shipped with the scorer (`taps.calibrate`).
 
 On pools drafted at anchors of the validation split's target-regenerated sequences (the drafter
-stage's `val.npy`; nothing from HumanEval or the example prompts), each verified in full by the
-target, at every temperature of `--temperatures`:
+stage's `val.npy`, or, where it is missing, `--regenerate N` sequences the stage regenerates itself
+as the drafter stage does; nothing from HumanEval or the example prompts), each verified in full by
+the target, at every temperature of `--temperatures`. At T > 0 the text after each sequence's
+prompt is sampled again from the target at T (seeded), as a session at T writes its own context:
+fitted on the greedy text instead, the maps were 10-14% over-confident in sessions at T = 0.7 on
+validation prompts (`docs/calibration.md`).
 
 1. per estimator (marginal product, learned scorer), per trace and budget B in 8-64: the run-time
    pool (pool_factor x B nodes), the estimator's raw reach, and the B nodes of highest reach,
@@ -12,11 +16,11 @@ target, at every temperature of `--temperatures`:
 3. a report, out of fold (fitted on half the traces, judged on the other half): expected against
    measured tau per budget and the ECE, raw and calibrated, and the equal-budget tau of each.
 
-The online estimator gets no map: it calibrates the marginal product from the session's own
-verdicts, and the online correction runs on top of it as on the others.
+The online estimator gets no map of its own: it starts from the marginal product's and learns
+from the session's verdicts on top of it.
 
     python -m taps.train calibrate --out RUN                      # RUN/drafter_data/val.npy -> RUN/scorer
-    python -m taps.train calibrate --out RUN --pair assets/models/taps-code-10m
+    python -m taps.train calibrate --out RUN --pair assets/models/taps-code-10m --regenerate 512
 """
 
 from __future__ import annotations
@@ -48,6 +52,51 @@ class CalibrateConfig:
     anchors_per_sequence: int = spec(6, "pools drafted per regenerated sequence", 1)
     pool_factor: int = spec(4, "run-time pools of pool_factor x budget nodes (DecodeConfig's)", 1)
     seed: int = 5
+
+
+def drafter_settings(drafter_folder: Path) -> dict:
+    """The drafter stage's data settings (corpus, prompt and generated lengths, seed) from the
+    drafter's training log, the stage's defaults where it has none."""
+    from taps.train.drafter import DrafterTrainConfig
+
+    settings = asdict(DrafterTrainConfig())
+    log = Path(drafter_folder) / "training_log.json"
+    if log.exists():
+        settings.update(json.loads(log.read_text()).get("train_config", {}))
+    return settings
+
+
+def validation_sequences(out: Path, data: Path, pair, settings: dict, count: int) -> np.ndarray:
+    """The validation split's target-regenerated sequences at `data`; where they are missing and
+    `count` > 0, `count` of them regenerated there first (greedy, the drafter stage's prompts and
+    seed, so the first rows are the drafter stage's own)."""
+    if not data.exists():
+        if count <= 0:
+            raise FileNotFoundError(f"no validation sequences at {data}: run the drafter stage first, give --data, "
+                                    "or --regenerate N to regenerate N of them here")
+        from taps.train import data as corpus
+        from taps.train.drafter import DrafterTrainConfig, regenerate
+
+        tc = DrafterTrainConfig(**{k: v for k, v in settings.items() if k in DrafterTrainConfig.__dataclass_fields__})
+        stream = corpus.token_stream(pair.tokenizer, "val", out / "data", tc.corpus, tc.max_files)
+        data.parent.mkdir(parents=True, exist_ok=True)
+        regenerate(pair.target, stream, count, tc, data, tc.seed + 1, pair.device)
+    return np.load(data)
+
+
+def sampled_contexts(target, seqs: np.ndarray, prompt_len: int, temperature: float, seed: int,
+                     batch: int = 64) -> np.ndarray:
+    """Each sequence's first `prompt_len` tokens continued to its length by the target sampled at
+    `temperature` (seeded): the contexts a session at T drafts from."""
+    from taps.train.drafter import continue_batch
+
+    device = next(target.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    rows = []
+    for start in range(0, len(seqs), batch):
+        prompts = torch.as_tensor(seqs[start: start + batch, :prompt_len].astype(np.int64), device=device)
+        rows.append(continue_batch(target, prompts, seqs.shape[1] - prompt_len, temperature, generator).cpu().numpy())
+    return np.concatenate(rows).astype(seqs.dtype)
 
 
 def temperatures(text: str) -> list[float]:
@@ -151,13 +200,15 @@ def cached_traces(out: Path, pair, seqs: np.ndarray, prompt_len: int, cc: Calibr
     with this target and drafter (their weights; the scorer and its calibration play no part in a
     trace), these sequences and settings, else collected and saved there."""
     key = json.dumps([weights_fingerprint(pair.target, pair.drafter), int(seqs.shape[0]), int(seqs[:, :8].sum()),
-                      prompt_len, asdict(cc), temperature])
+                      prompt_len, asdict(cc), temperature, "sampled contexts" if temperature > 0 else "greedy"])
     path = out / "calibration_data" / f"traces-T{temperature:g}.pt"
     if path.exists():
         saved = torch.load(path, weights_only=False)
         if saved.get("key") == key:
             print(f"loaded {len(saved['traces'])} traces from {path}")
             return saved["traces"]
+    if temperature > 0:
+        seqs = sampled_contexts(pair.target, seqs, prompt_len, temperature, cc.seed)
     traces = collect_traces(pair, seqs, prompt_len, cc.pools, tc, np.random.default_rng(cc.seed),
                             f"validation, T={temperature:g}", temperature)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -174,18 +225,19 @@ def main(args: argparse.Namespace) -> None:
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     out = Path(args.out)
     data = Path(args.data) if args.data else out / "drafter_data" / "val.npy"
-    if not data.exists():
-        raise FileNotFoundError(f"no validation sequences at {data}: run the drafter stage first or give --data")
+    if not data.exists() and args.regenerate <= 0:
+        raise FileNotFoundError(f"no validation sequences at {data}: run the drafter stage first, give --data, "
+                                "or --regenerate N to regenerate N of them here")
     if args.pair:
         pair = load_pair(args.pair)
     else:
         pair = load_pair(None, target=str(out / "target"), drafter=str(out / "drafter"), scorer=str(out / "scorer"))
     if pair.scorer is None or pair.drafter is None:
         raise ValueError("calibration needs a pair with a drafter and a scorer")
-    scorer_folder = Path(args.scorer_folder) if args.scorer_folder else _scorer_folder(args, out)
-    seqs = np.load(data)
-    log_path = out / "drafter" / "training_log.json"
-    prompt_len = json.loads(log_path.read_text())["train_config"]["prompt_len"] if log_path.exists() else 64
+    scorer_folder = Path(args.scorer_folder) if args.scorer_folder else _part_folder(args, out, "scorer")
+    settings = drafter_settings(_part_folder(args, out, "drafter"))
+    seqs = validation_sequences(out, data, pair, settings, args.regenerate)
+    prompt_len = int(settings["prompt_len"])
     tc = ScorerTrainConfig(anchors_per_sequence=cc.anchors_per_sequence, pool_factor=cc.pool_factor)
     estimators = {"marginal": MarginalEstimator(), "learned": LearnedEstimator(scorer_tables(pair))}
     maps: dict[str, dict[float, ReachMap]] = {name: {} for name in estimators}
@@ -197,7 +249,8 @@ def main(args: argparse.Namespace) -> None:
             maps[name][temperature], reports[name][f"{temperature:g}"] = calibrate_estimator(
                 traces, estimator, temperature, cc.pool_factor)
             print_report(name, temperature, reports[name][f"{temperature:g}"])
-    meta = {"pair": pair.name, "fitted_on": f"{cc.pools} pools per temperature from {data.name} (validation split)",
+    meta = {"pair": pair.name, "fitted_on": f"{cc.pools} pools per temperature from {data.name} (validation split; "
+                                            "at T>0 its prompts continued by the target sampled at T)",
             "budgets": list(BUDGETS), "config": asdict(cc)}
     path = Calibration(maps, meta).save(scorer_folder)
     (out / "calibration_report.json").parent.mkdir(parents=True, exist_ok=True)
@@ -206,18 +259,21 @@ def main(args: argparse.Namespace) -> None:
     print(f"saved {path} and {out / 'calibration_report.json'} ({(time.time() - t0) / 60:.1f} min)")
 
 
-def _scorer_folder(args: argparse.Namespace, out: Path) -> Path:
+def _part_folder(args: argparse.Namespace, out: Path, part: str) -> Path:
+    """The folder of the pair's `part` (scorer, drafter): the run's, or the one `--pair` names."""
     if not args.pair:
-        return out / "scorer"
+        return out / part
     from taps.pair import _pair_manifest
 
-    return Path(_pair_manifest(Path(args.pair))["scorer"])
+    return Path(_pair_manifest(Path(args.pair))[part])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="run folder (drafter_data/val.npy; the report)")
     parser.add_argument("--pair", default=None, help="pair folder or name to calibrate (default: OUT's parts)")
     parser.add_argument("--data", default=None, help="validation sequences (default OUT/drafter_data/val.npy)")
+    parser.add_argument("--regenerate", type=int, default=0,
+                        help="where those sequences are missing, regenerate this many from the validation split first")
     parser.add_argument("--scorer-folder", default=None,
                         help="where calibration.json goes (default: the pair's scorer folder)")
     add_config_arguments(parser, CalibrateConfig)

@@ -48,7 +48,7 @@ from taps.train.common import (
     check_loss_dropped,
     load_checkpoint,
 )
-from taps.train.drafter import greedy_batch
+from taps.train.drafter import continue_batch
 
 
 # What each option may be (taps.flags.spec): a step count of 0, a negative weight or an n-gram of
@@ -115,7 +115,7 @@ def measure(model, tokenizer, val_stream: np.ndarray, tc: base.TrainConfig, uc: 
         plen = min(64, tc.seq_len // 2)
         starts = np.linspace(0, len(val_stream) - plen - 1, uc.eval_prompts).astype(int)
         prompts = torch.from_numpy(np.stack([val_stream[s:s + plen] for s in starts]).astype(np.int64))
-        out = greedy_batch(model, prompts, uc.eval_gen)[:, plen:]
+        out = continue_batch(model, prompts, uc.eval_gen)[:, plen:]
         texts = [tokenizer.decode(row) for row in out.tolist()]
         ev = base.evaluate(model, val_stream, eot, base.token_byte_lengths(tokenizer),
                            base.TrainConfig(seq_len=tc.seq_len, batch_size=8, eval_windows=uc.eval_windows))
@@ -191,7 +191,7 @@ def train_step(model, optimizer, rng: np.random.Generator, step: int, train_stre
     prefixes = torch.from_numpy(np.stack([train_stream[s:s + uc.prefix_len] for s in starts]).astype(np.int64))
     model.eval()
     with torch.no_grad():
-        seq = greedy_batch(model, prefixes, uc.gen_len).clone()  # an inference tensor: a plain copy
+        seq = continue_batch(model, prefixes, uc.gen_len).clone()  # an inference tensor: a plain copy
     model.train()
     mask = repeat_mask(seq, uc.prefix_len, uc.ngram)
     ul = unlikelihood_loss(model(input_ids=seq[:, :-1], use_cache=False).logits, seq, mask)

@@ -5,8 +5,8 @@ stage's `val.npy`, or, where it is missing, `--regenerate N` sequences the stage
 as the drafter stage does; nothing from HumanEval or the example prompts), each verified in full by
 the target, at every temperature of `--temperatures`. At T > 0 the text after each sequence's
 prompt is sampled again from the target at T (seeded), as a session at T writes its own context:
-fitted on the greedy text instead, the maps were 10-14% over-confident in sessions at T = 0.7 on
-validation prompts (`docs/calibration.md`).
+fitted on the greedy text instead, the maps were 7-14% over-confident in sessions at T = 0.7 on
+validation and out-of-corpus prompts (`docs/calibration.md`).
 
 1. per estimator (marginal product, learned scorer), per trace and budget B in 8-64: the run-time
    pool (pool_factor x B nodes), the estimator's raw reach, and the B nodes of highest reach,
@@ -43,6 +43,8 @@ from taps.train.common import add_config_arguments, apply_arguments
 from taps.train.scorer import BUDGETS, ScorerTrainConfig, Trace, collect_traces, reliability, weights_fingerprint
 
 ESTIMATORS_FITTED = ("marginal", "learned")
+NO_DATA = ("no validation sequences at {data}: run the drafter stage first, give --data, or --regenerate N to "
+           "regenerate N of them here")
 
 
 @dataclass
@@ -72,8 +74,7 @@ def validation_sequences(out: Path, data: Path, pair, settings: dict, count: int
     seed, so the first rows are the drafter stage's own)."""
     if not data.exists():
         if count <= 0:
-            raise FileNotFoundError(f"no validation sequences at {data}: run the drafter stage first, give --data, "
-                                    "or --regenerate N to regenerate N of them here")
+            raise FileNotFoundError(NO_DATA.format(data=data))
         from taps.train import data as corpus
         from taps.train.drafter import DrafterTrainConfig, regenerate
 
@@ -225,9 +226,8 @@ def main(args: argparse.Namespace) -> None:
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     out = Path(args.out)
     data = Path(args.data) if args.data else out / "drafter_data" / "val.npy"
-    if not data.exists() and args.regenerate <= 0:
-        raise FileNotFoundError(f"no validation sequences at {data}: run the drafter stage first, give --data, "
-                                "or --regenerate N to regenerate N of them here")
+    if not data.exists() and args.regenerate <= 0:          # before the pair loads
+        raise FileNotFoundError(NO_DATA.format(data=data))
     if args.pair:
         pair = load_pair(args.pair)
     else:

@@ -121,7 +121,8 @@ seed_run "$RUN32" "$RUN64"
 # (T=0 acceptance: soft labels fell below the marginal product on held-out tau). 16,000 traces,
 # 400 held-out, 12,000 steps: ~26 min of traces, ~3 min of training (3,000 traces roughly halved
 # the scorer's held-out gain over the marginal product; 12,000 steps instead of 6,000 added 1-2%
-# at equal budgets, 16,000 pools instead of 8,000 nothing more: the model card's lever table).
+# at equal budgets, 16,000 pools instead of 8,000 nothing more, nor 30,000: the model card's lever
+# table).
 "$PYTHON" -m taps.train scorer  --out "$RUN64" --minutes 10 --schedule time --label greedy --max-steps 12000 \
     --train-traces 16000 --val-traces 400
 # The reach calibration shipped with the scorer (docs/calibration.md): 400 validation pools per

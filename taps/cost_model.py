@@ -85,13 +85,10 @@ class LatencyProfile:
         return int(kernels.best_size(np.asarray(reach_desc, dtype=np.float64), self.round_times(policy, n)))
 
     def round_times(self, policy: str | None, n: int) -> np.ndarray:
-        """round_time(policy, 0..n), kept per (policy, n): a round's size choice is then one pass of
-        `kernels.best_size` over them (the profile is not changed once measured or loaded)."""
-        cache = self.__dict__.setdefault("_times", {})
-        times = cache.get((policy, n))
-        if times is None:
-            times = cache[(policy, n)] = self.round_time(policy, np.arange(n + 1))
-        return times
+        """round_time(policy, 0..n): a round's size choice is then one pass of `kernels.best_size`
+        over them. Computed each time (a few microseconds), never kept on the profile: sessions
+        share one profile and only read it."""
+        return self.round_time(policy, np.arange(n + 1))
 
     def device_label(self) -> str:
         """The device in words (files written before the shared schema name it in their key)."""

@@ -16,6 +16,7 @@ Every estimator returns q <= 1, so reach never grows along a path. Its reach is 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -194,17 +195,25 @@ class LearnedEstimator(Estimator):
         return self.tables.edge_probs(pool, lattice)
 
 
-_TABLES: dict[int, ScorerTables] = {}
+_TABLES: dict[int, tuple] = {}
+_TABLES_LOCK = threading.Lock()
 
 
 def scorer_tables(pair) -> ScorerTables:
-    """The pair's scorer folded for inference, built once per loaded pair."""
+    """The pair's scorer folded for inference, built once per loaded scorer (under a lock: sessions
+    starting together build it once) and from then on only read. The entry holds the scorer, so its
+    id cannot be reused while the entry exists; a few pairs' tables are kept (they hold the
+    vocabulary), the oldest dropped first."""
     key = id(pair.scorer)
-    if key not in _TABLES:
-        _TABLES.clear()                      # one pair's tables at a time (they hold the vocabulary)
-        _TABLES[key] = ScorerTables(pair.scorer, pair.target.get_input_embeddings())
-        _TABLES[key].warm_up()
-    return _TABLES[key]
+    with _TABLES_LOCK:
+        entry = _TABLES.get(key)
+        if entry is None:
+            while len(_TABLES) >= 2:
+                del _TABLES[next(iter(_TABLES))]
+            tables = ScorerTables(pair.scorer, pair.target.get_input_embeddings())
+            tables.warm_up()
+            entry = _TABLES[key] = (tables, pair.scorer)
+    return entry[0]
 
 
 def make_estimator(name: str, pair=None, calibration: str = "online", temperature: float = 0.0) -> Estimator:

@@ -3,7 +3,7 @@
 What changes against the training module (`taps.drafter.DFlashDrafter`):
 - q, k, v projections fused into one matrix, gate and up too; queries and keys with each rotary
   pair side by side, so that rotary embedding is one complex product;
-- RMSNorm as one fused op; a rotary table for the positions reached so far, extended in chunks;
+- RMSNorm as one fused op; one rotary table for every position a context may reach;
 - the context keys/values live in buffers written in place (no concatenation of the whole cache
   each round), sized to the context so far plus a few rounds and grown geometrically (a copy into
   a larger buffer, a multiple of BUFFER_STEP positions) when a draft would run past them, never
@@ -21,6 +21,8 @@ decoded text: it changes which tokens are proposed by float rounding (or quantiz
 
 from __future__ import annotations
 
+import threading
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -29,7 +31,7 @@ from .linear import available as onednn_available
 from .linear import packed_product
 
 PRECISIONS = ("same", "int8", "bfloat16")
-BUFFER_STEP = 256          # key/value buffers and the rotary table grow in multiples of this many positions
+BUFFER_STEP = 256          # key/value buffers grow in multiples of this many positions
 AHEAD_BLOCKS = 4           # a new or grown buffer holds what is needed now plus this many blocks
 
 
@@ -119,32 +121,23 @@ class FastDrafter:
         self.lm_head = _projection(lm_head.weight, getattr(lm_head, "bias", None), precision)
         self.rotary_emb = drafter.rotary_emb
         self.rotary_dtype = torch.float64 if self.dtype == torch.float64 else torch.float32
-        # e^{i theta} per position and rotary pair: [P, head_dim / 2], complex; P grows with the contexts drafted
-        self.rotary = self._rotary_rows(0, min(self.capacity, BUFFER_STEP))
+        # e^{i theta} per position and rotary pair, [capacity, head_dim / 2] complex: every position a
+        # context may reach, built once here, so sessions drafting at once only read it
+        self.rotary = self._rotary_rows(0, self.capacity)
 
     def _rotary_rows(self, start: int, stop: int) -> torch.Tensor:
-        """The rotary factors of positions start..stop-1 (each position's on its own, so a table
-        built in chunks equals one built at once)."""
+        """The rotary factors of positions start..stop-1 (each position's on its own)."""
         with torch.no_grad():
             positions = torch.arange(start, stop, device=self.device).view(1, -1)
             cos, sin = self.rotary_emb(torch.zeros(1, device=self.device, dtype=self.dtype), positions)
         half = cos.shape[-1] // 2
         return torch.complex(cos[0, :, :half].to(self.rotary_dtype), sin[0, :, :half].to(self.rotary_dtype))
 
-    def rotary_table(self, positions: int) -> torch.Tensor:
-        """The rotary table, extended (geometrically, up to `capacity`) to hold `positions` rows."""
-        table = self.rotary
-        if table.shape[0] < positions:
-            size = grown_size(positions, table.shape[0], self.block_size, self.capacity)
-            table = torch.cat([table, self._rotary_rows(table.shape[0], size)])
-            self.rotary = table          # one assignment: a session reading the old table still sees valid rows
-        return table
-
     def _rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
         """x [heads, n, head_dim] (rotary pairs side by side) at positions start..start+n-1."""
         heads, n, dim = x.shape
         wide = x if x.dtype == self.rotary_dtype else x.to(self.rotary_dtype)
-        rotary = self.rotary_table(start + n)[start:start + n]
+        rotary = self.rotary[start:start + n]
         turned = torch.view_as_complex(wide.reshape(heads, n, dim // 2, 2)) * rotary
         out = torch.view_as_real(turned).view(heads, n, dim)
         return out if out.dtype == x.dtype else out.to(x.dtype)
@@ -192,17 +185,24 @@ class FastDrafter:
         return self.lm_head(hidden).float()
 
 
-_BUILT: dict[tuple, FastDrafter] = {}
+_BUILT: dict[tuple, tuple] = {}
+_BUILT_LOCK = threading.Lock()
 
 
 def fast_drafter(pair) -> FastDrafter:
-    """The pair's drafter fused for inference at the pair's drafter precision, built once."""
+    """The pair's drafter fused for inference at the pair's drafter precision, built once (under a
+    lock: two sessions starting together build it once) and from then on only read: every session
+    drafting with it keeps what it writes in its own `DraftContext`. The entry holds the drafter and
+    target it was built from, so their ids cannot be reused while it exists."""
     key = (id(pair.drafter), id(pair.target), pair.drafter_precision)
-    if key not in _BUILT:
-        if len(_BUILT) > 4:
-            _BUILT.clear()
-        _BUILT[key] = FastDrafter(pair.drafter, pair.target.get_output_embeddings(), pair.drafter_precision)
-    return _BUILT[key]
+    with _BUILT_LOCK:
+        entry = _BUILT.get(key)
+        if entry is None:
+            if len(_BUILT) > 4:
+                _BUILT.clear()
+            fast = FastDrafter(pair.drafter, pair.target.get_output_embeddings(), pair.drafter_precision)
+            entry = _BUILT[key] = (fast, pair.drafter, pair.target)
+    return entry[0]
 
 
 class DraftContext:

@@ -12,6 +12,7 @@ import gc
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ class ModelPair:
     generation_eos: tuple[int, ...] = ()   # stop tokens of the target's generation_config.json
     calibration: Calibration | None = None   # reach maps shipped with the scorer (taps.calibrate)
     _texts: dict = field(default_factory=dict, repr=False, compare=False)   # token id -> its text
+    _texts_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def feature_layers(self) -> list[int] | None:
@@ -96,13 +98,14 @@ class ModelPair:
         return ids
 
     def token_texts(self, tokens) -> list[str]:
-        """Each token's text on its own, decoded once per pair."""
+        """Each token's text on its own, decoded once per pair (the memo is the pair's one table that
+        grows while sessions decode; its lock keeps two sessions from filling it at once)."""
         ids = tokens.tolist() if hasattr(tokens, "tolist") else [int(t) for t in tokens]
-        missing = sorted(set(ids) - self._texts.keys())
-        if missing:
-            self._texts.update(zip(missing, self.tokenizer.batch_decode([[t] for t in missing])))
-        texts = self._texts
-        return [texts[t] for t in ids]
+        with self._texts_lock:
+            missing = sorted(set(ids) - self._texts.keys())
+            if missing:
+                self._texts.update(zip(missing, self.tokenizer.batch_decode([[t] for t in missing])))
+            return [self._texts[t] for t in ids]
 
     def describe(self) -> dict:
         def count(m):

@@ -244,7 +244,6 @@ class ScorerTables:
             self.other_w2, self.other_b2 = v2[0].numpy(), float(c2[0])
         self.width = c.hidden_dim
         self.max_depth = c.max_depth
-        self._bias_by_horizon: dict[int, np.ndarray] = {}   # row_bias picked for a lattice of H rows
 
     def warm_up(self) -> None:
         """Compile (or load) the scorer's kernel for these tables before a session's first round."""
@@ -258,9 +257,7 @@ class ScorerTables:
         """[H, h + h/2]: each lattice row's part of both heads' first layers."""
         hidden = hidden_array(lattice)
         horizon = lattice.depth
-        bias = self._bias_by_horizon.get(horizon)
-        if bias is None:
-            bias = self._bias_by_horizon[horizon] = self.row_bias[np.minimum(np.arange(1, horizon + 1), self.max_depth)]
+        bias = self.row_bias[np.minimum(np.arange(1, horizon + 1), self.max_depth)]
         z = np.column_stack([hidden, lattice.entropy, lattice.margin, lattice.topk_mass,
                              np.arange(1, horizon + 1) / horizon])
         return z @ self.row_weight + bias

@@ -54,7 +54,7 @@ class DecodeSession:
         self.pair = pair
         if compile_verify and not compilable(pair.target):
             raise ValueError(COMPILE_REFUSED)
-        self.compile_verify = compile_verify      # verify through torch.compile'd target layers (see CompiledLayers)
+        self.compile_verify = compile_verify      # verify through torch.compile'd target layers (see compiled_decoder)
         self.profile = profile
         self.config = replace(config or DecodeConfig(), **overrides)
         self.config.validate(pair)

@@ -11,10 +11,13 @@ at T=0.
 
 from __future__ import annotations
 
+import copy
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch import nn
 from transformers.cache_utils import Cache
 
 from .drafter import context_features
@@ -58,14 +61,17 @@ def target_body(target, cache: Cache, input_ids: torch.Tensor, position_ids: tor
                 attention_mask: torch.Tensor | None, feature_layers: list[int] | None, compiled: bool = False):
     """The target's layers without its lm_head: final hidden states [n, d] and context features
     [n, F] (or None). Logits come from `HeadRows` for the rows a round needs. Only the feature
-    layers' outputs are kept (`FeatureTap`), not every layer's. `compiled`: each decoder layer runs
-    its `torch.compile`d forward for this call (`CompiledLayers`)."""
-    decoder = target.get_decoder()
-    with FeatureTap(decoder, feature_layers) as tap, CompiledLayers(decoder, compiled):
-        out = decoder(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-                      **{cache_argument(decoder): cache}, use_cache=True,
-                      output_hidden_states=tap.needs_all_hidden_states)
-    return out.last_hidden_state[0], tap.features(out)
+    layers' outputs are kept: transformers records the hidden states `output_hidden_states` selects
+    by index (the others come back as None) into a collector of this call's own (a ContextVar, so
+    concurrent calls on the shared target never see each other's). Nothing is written on the
+    target: the features are exactly `output_hidden_states=True`'s. `compiled`: the decoder's
+    layers run their `torch.compile`d forwards (`compiled_decoder`)."""
+    decoder = compiled_decoder(target) if compiled else target.get_decoder()
+    selection = None if feature_layers is None else sorted({i + 1 for i in feature_layers})
+    out = decoder(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                  **{cache_argument(decoder): cache}, use_cache=True, output_hidden_states=selection)
+    features = None if feature_layers is None else context_features(out.hidden_states, feature_layers)[0]
+    return out.last_hidden_state[0], features
 
 
 _CACHE_ARGUMENT: dict[type, str] = {}
@@ -75,7 +81,8 @@ def cache_argument(decoder) -> str:
     """The name under which this transformers version's decoder takes its cache: `cache` (5.24 on;
     the old name still works there, with a warning) or `past_key_values` (earlier 5.x, e.g. the 5.17
     of the GPU check's image, which silently ignores an unknown `cache=`: the forward would then run
-    without the cache and fail on the mask's shape)."""
+    without the cache and fail on the mask's shape). Read once per decoder class (a value that never
+    changes, so two sessions filling it at once write the same)."""
     kind = type(decoder)
     if kind not in _CACHE_ARGUMENT:
         import inspect
@@ -85,35 +92,48 @@ def cache_argument(decoder) -> str:
     return _CACHE_ARGUMENT[kind]
 
 
-class CompiledLayers:
-    """For one call (when `active`), every decoder layer's forward is its `torch.compile`d version
-    (dynamic shapes; compiled once per layer and kept on the decoder, so sessions share them). The
-    layers, not the decoder, are compiled: the drafter's feature hooks and transformers' mask
-    building stay outside the compiled code. Off by default (`DecodeSession(compile_verify=True)`):
-    on the CPU a float32 target's linears are oneDNN packed products that dynamo cannot trace, and
-    whether compiling pays on a GPU is for a GPU check to show."""
+_COMPILED: dict[int, tuple] = {}
+_COMPILED_LOCK = threading.Lock()
 
-    def __init__(self, decoder, active: bool):
-        self.layers = list(decoder.layers) if active else []
-        if active and not hasattr(decoder, "_taps_compiled"):
+
+def compiled_decoder(target):
+    """The target's decoder with every layer's forward `torch.compile`d (dynamic shapes): a shallow
+    copy of the decoder whose layers are shallow copies of the target's, each with its compiled
+    forward, built once per target under a lock and then only read. The copies share every weight,
+    buffer and hook dictionary with the target (transformers' output recording reaches them), and
+    nothing on the target changes, so sessions with and without compiled verify share one pair. The
+    layers, not the decoder, are compiled: transformers' mask building and output recording stay
+    outside the compiled code. Off by default (`DecodeSession(compile_verify=True)`): on the CPU a
+    float32 target's linears are oneDNN packed products that dynamo cannot trace, and whether
+    compiling pays on a GPU is for a GPU check to show."""
+    decoder = target.get_decoder()
+    with _COMPILED_LOCK:
+        built = _COMPILED.get(id(decoder))
+        if built is None or built[0] is not decoder:
             if not compilable(decoder):
                 raise ValueError(COMPILE_REFUSED)
-            decoder._taps_compiled = [torch.compile(layer.forward, dynamic=True) for layer in self.layers]
-        self.compiled = decoder._taps_compiled if active else []
-        self.saved: list = []
+            _record_outputs_here(decoder)      # the copies then share the target's recording hooks
+            layers = []
+            for layer in decoder.layers:
+                twin = copy.copy(layer)
+                twin.forward = torch.compile(layer.forward, dynamic=True)
+                layers.append(twin)
+            view = copy.copy(decoder)
+            view._modules = dict(decoder._modules)
+            view._modules["layers"] = nn.ModuleList(layers)
+            built = _COMPILED[id(decoder)] = (decoder, view)
+    return built[1]
 
-    def __enter__(self) -> "CompiledLayers":
-        self.saved = [layer.__dict__.get("forward") for layer in self.layers]
-        for layer, forward in zip(self.layers, self.compiled):
-            layer.forward = forward
-        return self
 
-    def __exit__(self, *exc) -> None:
-        for layer, saved in zip(self.layers, self.saved):
-            if saved is None:
-                del layer.forward          # back to the class's forward
-            else:
-                layer.forward = saved
+def _record_outputs_here(decoder) -> None:
+    """Have transformers install its output-recording hooks on the decoder now (it does so once per
+    model, under its own lock, on the first forward that asks for hidden states), so that a copy
+    made afterwards does not install a second set on the layers it shares."""
+    try:
+        from transformers.utils.output_capturing import maybe_install_capturing_hooks
+    except ImportError:          # an older transformers records outputs another way
+        return
+    maybe_install_capturing_hooks(decoder)
 
 
 COMPILE_REFUSED = ("compile_verify needs a target whose linears are plain torch modules: a float32 target on the CPU "
@@ -124,54 +144,6 @@ COMPILE_REFUSED = ("compile_verify needs a target whose linears are plain torch 
 def compilable(model) -> bool:
     """Whether `torch.compile` can trace the model's layers (no oneDNN packed linears in it)."""
     return not any(isinstance(module, PackedLinear) for module in model.modules())
-
-
-class FeatureTap:
-    """For one forward of the target's decoder, the outputs of the layers the drafter reads, by a
-    forward hook on each of those layers (removed after the call). The features are exactly the
-    ones `context_features` takes from `output_hidden_states`: layer i's output, the last layer's
-    after the final norm (transformers ties the last hidden state to the normed output). Layer ids
-    outside the decoder fall back to `output_hidden_states`."""
-
-    def __init__(self, decoder, feature_layers: list[int] | None):
-        self.layers = list(feature_layers) if feature_layers is not None else None
-        self.captured: dict[int, torch.Tensor] = {}
-        self.hooks = []
-        count = len(decoder.layers)
-        self.last = count - 1 if _ties_last_hidden_state(decoder) else None
-        self.needs_all_hidden_states = self.layers is not None and not all(0 <= i < count for i in self.layers)
-        if self.layers is not None and not self.needs_all_hidden_states:
-            for i in sorted(set(self.layers) - {self.last}):
-                self.hooks.append(decoder.layers[i].register_forward_hook(self._keeper(i)))
-
-    def _keeper(self, index: int):
-        def keep(module, args, output):
-            self.captured[index] = output[0] if isinstance(output, tuple) else output
-        return keep
-
-    def __enter__(self) -> "FeatureTap":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for hook in self.hooks:
-            hook.remove()
-        self.hooks.clear()
-
-    def features(self, out) -> torch.Tensor | None:
-        """[n, F] for batch row 0, or None when no features were asked for."""
-        if self.layers is None:
-            return None
-        if self.needs_all_hidden_states:
-            return context_features(out.hidden_states, self.layers)[0]
-        parts = [out.last_hidden_state if i == self.last else self.captured[i] for i in self.layers]
-        self.captured.clear()
-        return torch.cat(parts, dim=-1)[0]
-
-
-def _ties_last_hidden_state(decoder) -> bool:
-    """Whether `output_hidden_states`' last entry is the normed output (transformers' default)."""
-    tie = getattr(decoder.config, "tie_last_hidden_states", None)
-    return True if tie is None else bool(tie)
 
 
 def prefill(target, cache: Cache, prompt_ids: list[int], feature_layers: list[int] | None):

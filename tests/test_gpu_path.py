@@ -152,15 +152,20 @@ def test_features_of_tapped_layers_are_bit_identical(tiny_pair):
     assert none is None and torch.equal(hidden, want_hidden)
 
 
-def test_feature_tap_keeps_only_the_drafter_layers(tiny_pair):
-    from taps.verify import FeatureTap
+def test_verify_writes_nothing_on_the_target(tiny_pair):
+    """The features come from transformers' own recording (a collector per call), not from hooks a
+    session adds: after the first forward the target's modules hold the same hooks as before."""
+    from transformers import DynamicCache
 
-    decoder = tiny_pair.target.get_decoder()
-    before = [len(layer._forward_hooks) for layer in decoder.layers]
-    with FeatureTap(decoder, [0]) as tap:
-        assert [len(layer._forward_hooks) for layer in decoder.layers] == [before[0] + 1, *before[1:]]
-        assert not tap.needs_all_hidden_states
-    assert [len(layer._forward_hooks) for layer in decoder.layers] == before
+    from taps.verify import target_body
+
+    target = tiny_pair.target
+    ids = torch.tensor([tiny_pair.encode_prompt("x = 1\n")], device=tiny_pair.device)
+    pos = torch.arange(ids.shape[1], device=tiny_pair.device).view(1, -1)
+    target_body(target, DynamicCache(config=target.config), ids, pos, None, [0])
+    hooks = [(len(m._forward_hooks), len(m._forward_pre_hooks)) for m in target.modules()]
+    target_body(target, DynamicCache(config=target.config), ids, pos, None, [0, 1])
+    assert [(len(m._forward_hooks), len(m._forward_pre_hooks)) for m in target.modules()] == hooks
 
 
 # ---------------------------------------------------------------- the preallocated target cache
@@ -512,9 +517,8 @@ def test_compiled_verify_gives_the_same_tokens(tiny_pair_dir):
         s.run()
         runs[compiled] = (s.generated, [(r.selected, r.accepted) for r in s.rounds])
     assert runs[True] == runs[False]
-    assert hasattr(pair.target.get_decoder(), "_taps_compiled")
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0          # compiled code did run
-    assert all("forward" not in layer.__dict__ for layer in pair.target.get_decoder().layers)   # restored
+    assert all("forward" not in layer.__dict__ for layer in pair.target.get_decoder().layers)   # untouched
 
 
 @pytest.mark.parametrize("stage", ["draft", "verify"])

@@ -364,7 +364,7 @@ def test_draft_buffers_grow_and_draft_as_a_preallocated_buffer_does(tmp_path):
     whole.add(last)
     assert torch.equal(growing.draft(5, 7, pair.embed), whole.draft(5, 7, pair.embed))
     assert growing.size == fast.capacity
-    # the rotary table, built in chunks as contexts grew, equals one built at once
+    # the rotary table covers every position a context may reach, built once: drafts only read it
     assert fast.rotary.shape[0] == fast.capacity and torch.equal(fast.rotary, fast._rotary_rows(0, fast.capacity))
     growing.add(torch.randn(1, width, dtype=torch.float64))
     with pytest.raises(RuntimeError, match="runs past the drafter's context"):

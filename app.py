@@ -6,9 +6,11 @@ pair and latency profile in the sidebar), then runs the chosen page.
 
 import os
 
-# Before torch is first imported: OpenMP threads that sleep at barriers instead of spinning, so a
-# busy laptop slows the app down by its share of the CPU, not many times over.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Before torch is first imported: one thread per decode. The app is a server: its decode service
+# runs one decode per core at once (taps.studio.serve, docs/serving.md), each with no OpenMP team to
+# wake, so a class's steps use every core and a laptop busy with other work slows a decode by its
+# share of the CPU, not many times over. OMP_NUM_THREADS=2 (say) gives fewer, wider decodes.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import streamlit as st  # noqa: E402
 

@@ -106,11 +106,13 @@ model = ui.model_profile(pair)
 replay = request["round"] if request else link.round if link is not None else 0
 if replay and config is not None:
     with st.spinner(f"Replaying the run up to round {replay}…"):
+        queue = st.empty()
         try:
             with ctrl.lock:
-                ctrl.open_at(pair, prompt, config, profile, replay)
+                ctrl.open_at(pair, prompt, config, profile, replay, on_wait=ui.queue_notice(queue))
         except (ValueError, RuntimeError) as exc:
             st.error(f"Cannot open that {'case' if request else 'link'}: {exc}")
+        queue.empty()
 
 
 # ---------------------------------------------------------------- the run: buttons, counters, views
@@ -221,7 +223,7 @@ def stage_move(delta: int) -> str:
         move_stage(delta)
         return ""
     if delta > 0:
-        notice = ctrl.forward(pair, prompt, config, profile) if config is not None else problem
+        notice = ctrl.forward(pair, prompt, config, profile, on_wait=waiting()) if config is not None else problem
         state["step_stage"], state["step_stage_view"] = 0, ctrl.view
         return notice
     if ctrl.view > 1:
@@ -242,9 +244,16 @@ def act(name: str) -> str:
     if name in ("next", "tick"):
         if config is None:
             return f"Cannot run these settings: {problem}"
-        return ctrl.forward(pair, prompt, config, profile)
+        return ctrl.forward(pair, prompt, config, profile, on_wait=waiting())
     {"prev": ctrl.back, "first": ctrl.first, "last": ctrl.last}[name]()
     return ""
+
+
+def waiting():
+    """What a move that may decode tells the page while its job waits for the decode service (the
+    queue slot drawn under the buttons; nothing when there is none)."""
+    slot = state.get("_step_queue_slot")
+    return ui.queue_notice(slot) if slot is not None else None
 
 
 def lecture_row(message, row) -> bool:
@@ -300,6 +309,7 @@ def run_panel_locked() -> None:
     do_end = ui.action_button(row, "Run to end", key="step_btn_run_end", width="content")
     do_reset = ui.action_button(row, "Reset", key="step_btn_reset", width="content")
     message = st.empty()
+    state["_step_queue_slot"] = queue = st.empty()      # "2 steps ahead of yours" while a move waits
     lecture_row(message, row)
     slot = row.empty()
     if do_step or do_ten or do_end or do_reset:
@@ -316,17 +326,18 @@ def run_panel_locked() -> None:
 
             try:
                 if do_reset:
-                    ctrl.start(pair, prompt, config, profile)
-                    message.success("Reset: a fresh run with the current settings. Press **Step**.")
+                    ctrl.start(pair, prompt, config, profile, on_wait=waiting())
+                    message.success("Reset: the run with the current settings from its first round. Press **Step**.")
                 else:
                     notice = ctrl.advance(pair, prompt, config, profile, 1 if do_step else 10 if do_ten else None,
-                                          on_round=tick)
+                                          on_round=tick, on_wait=waiting())
                     if notice:
                         message.info(notice)
             except (ValueError, RuntimeError) as exc:
                 message.error(f"Cannot run: {exc}")
             if bar is not None:
                 bar.empty()
+    queue.empty()
     rounds = ctrl.visible
     write_link()
     if ctrl.saved is not None:

@@ -30,6 +30,7 @@ from taps.studio.race import (
     race_link,
     sweep_caption,
 )
+from taps.studio.serve import decode_service
 from taps.studio.speed import MAX_REPEATS, MIN_REPEATS, best_budgets, machine_load, profile_name, spread_notes
 from taps.studio.speed import summarize_repeats as summarize_runs
 
@@ -124,7 +125,8 @@ def decode_lanes() -> None:
                                            "done)")
 
     try:
-        decoded = decode_race(pair, prompt, config, profile=profile, oracle=bool(oracle), on_round=tick)
+        with decode_service().held(on_wait=ui.queue_notice(bar)):
+            decoded = decode_race(pair, prompt, config, profile=profile, oracle=bool(oracle), on_round=tick)
     except (ValueError, RuntimeError) as exc:
         state.pop("race_lanes", None)
         st.error(f"Cannot race: {exc}")
@@ -314,7 +316,8 @@ if st.button("Race, repeated", key="race_btn", type="primary"):
 
         load = machine_load()
         try:
-            with st.status(f"Racing: AR first, then each selector; {repeats} repeats…", expanded=False) as status:
+            with st.status(f"Racing: AR first, then each selector; {repeats} repeats…", expanded=False) as status, \
+                    decode_service().held(on_wait=ui.queue_notice(st.empty())):
                 runs = run_race(pair, prompt, config, selectors, repeats=int(repeats), profile=profile, on_round=draw)
                 status.update(label="Race finished", state="complete")
             state["race_result"] = {"runs": runs, "load": load, "prompt": prompt}
@@ -365,8 +368,9 @@ if st.button("Sweep", key="sweep_btn", type="primary"):
             raise ValueError(problem)
         for value in budgets:
             check_value("budget", value)
-        runs = run_sweep(pair, prompt, config, selectors, budgets, estimator, repeats=int(repeats), profile=profile,
-                         on_result=tick)
+        with decode_service().held(on_wait=ui.queue_notice(progress)):
+            runs = run_sweep(pair, prompt, config, selectors, budgets, estimator, repeats=int(repeats),
+                             profile=profile, on_result=tick)
         state["sweep_result"] = {"runs": runs, "load": load, "prompt": prompt}
     except (ValueError, RuntimeError) as exc:
         state.pop("sweep_result", None)

@@ -11,6 +11,7 @@ from taps.policies import DDTREE, TAPS
 from taps.studio import figures
 from taps.studio.app_state import profile_needed
 from taps.studio.failures import KINDS, checked_summary, display_name, find_failures
+from taps.studio.serve import decode_service
 
 pair = ui.current_pair()
 state = st.session_state
@@ -87,8 +88,9 @@ if settings_box.button("Find failures", key="fail_btn", type="primary"):
         def tick(done: int, total: int, name: str) -> None:
             bar.progress(done / total, text=f"{done} of {total} prompts · {name}")
 
-        report = find_failures(pair, prompts, config, waste_threshold=float(threshold), on_progress=tick,
-                               profile=profile)
+        with decode_service().held(on_wait=ui.queue_notice(bar)):
+            report = find_failures(pair, prompts, config, waste_threshold=float(threshold), on_progress=tick,
+                                   profile=profile)
         state["fail_report"] = report
         state["fail_report_id"] = state.get("fail_report_id", 0) + 1
         state["fail_report_source"] = source

@@ -91,6 +91,18 @@ def action_button(where, label: str, key: str, **kwargs) -> bool:
     return clicks.take()
 
 
+def queue_notice(slot):
+    """`on_wait` for a move that waits for the decode service (`taps.studio.serve`): says in `slot`
+    how many jobs are ahead of this page's while it waits."""
+    def told(ahead: int) -> None:
+        if ahead > 0:
+            slot.info(f"Waiting for the decoder: {ahead} step{'s' if ahead != 1 else ''} ahead of yours "
+                      "(other pages on this server are stepping too).", icon=":material/hourglass_top:")
+        else:
+            slot.info("Decoding your step…", icon=":material/hourglass_top:")
+    return told
+
+
 # ---------------------------------------------------------------------------- settings that persist
 def keep(*keys: str) -> None:
     """Remember widget keys whose values must survive a visit to another page (Streamlit forgets

@@ -191,6 +191,12 @@ class DecodeSession:
         return RuntimeError(f"the device ran out of memory in the {stage} stage; lower {lower} or use a "
                             f"shorter prompt (the session is unchanged and can continue)")
 
+    def release(self) -> None:
+        """Drop what only further rounds need: the target's KV cache, the drafter's context and the
+        mask buffer. The rounds, tokens and text stay; `reset()` starts again. (A server that keeps
+        finished runs for their links holds no caches for them.)"""
+        self.cache = self.draft_context = self.tree_mask = None
+
     def run(self, callback=None) -> list[Round]:
         """Step until finished; `callback(round)` after each round (progress bars, live counters)."""
         while not self.finished:

@@ -36,6 +36,16 @@ def tiny_pair_env(tiny_pair_dir):
         forget_profiles()
 
 
+@pytest.fixture(autouse=True)
+def fresh_runs():
+    """Every test starts with no run decoded in this process (the app shares runs by link)."""
+    from taps.studio.serve import shared_runs
+
+    shared_runs().clear()
+    yield
+    shared_runs().clear()
+
+
 def open_page(page: str | None = None) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
     if page:
@@ -137,8 +147,8 @@ def test_step_draws_the_round_and_counts_match():
     assert any("**Modelled**" in c.value and "fixed latency profile of tiny-random" in c.value for c in at.caption)
 
     at.button(key="step_btn_step").click().run()
-    assert len(controller(at).rounds) == 2
-    second = controller(at).rounds[-1]
+    assert len(controller(at).visible) == 2
+    second = controller(at).visible[-1]
     check_tree_matches(chart(at, "step_tree_chart"), second)
     assert metrics(at)["Tokens"] == str(record.tau + second.tau)
     at.radio(key="step_color_by").set_value("target").run()
@@ -157,23 +167,23 @@ def test_run_ten_slider_and_run_to_end():
     at = step_setup(open_page(STEP), max_new=40, budget=8)
     at.button(key="step_btn_run10").click().run()
     ctrl = controller(at)
-    count = len(ctrl.rounds)
+    count = len(ctrl.visible)
     assert count == 10 or ctrl.finished
     assert round_slider(at).value == count
     round_slider(at).set_value(1).run()
     spec = chart(at, "step_tree_chart")
     assert spec["layout"]["meta"]["number"] == 1
-    check_tree_matches(spec, ctrl.rounds[0])
-    assert metrics(at)["Tokens"] == str(ctrl.rounds[0].tau)
+    check_tree_matches(spec, ctrl.visible[0])
+    assert metrics(at)["Tokens"] == str(ctrl.visible[0].tau)
     at.button(key="step_btn_run_end").click().run()
     ctrl = controller(at)
     assert ctrl.finished and ctrl.session.stop_reason in ("max new tokens", "end of text")
     assert metrics(at)["Tokens"] == str(len(ctrl.session.generated))
-    assert round_slider(at).value == len(ctrl.rounds)
+    assert round_slider(at).value == len(ctrl.visible)
     at.button(key="step_btn_step").click().run()
     assert any("finished" in i.value for i in at.info)
     at.button(key="step_btn_reset").click().run()
-    assert controller(at).rounds == [] and not at.exception
+    assert controller(at).visible == [] and not at.exception            # the run from round 0 (still decoded: shared)
 
 
 @pytest.mark.parametrize("selector", ["ar", "dflash", "ddtree", "oracle"])
@@ -181,7 +191,7 @@ def test_every_selector_steps(selector):
     at = step_setup(open_page(STEP), selector=selector, budget=8, max_new=8)
     at.button(key="step_btn_step").click().run()
     assert not at.exception and not errors(at)
-    record = controller(at).rounds[-1]
+    record = controller(at).visible[-1]
     assert record.selector == selector
     check_tree_matches(chart(at, "step_tree_chart"), record)
     if selector == "ar":
@@ -192,7 +202,7 @@ def test_changed_settings_start_a_new_run():
     at = step_setup(open_page(STEP), budget=8)
     at.button(key="step_btn_step").click().run()
     at.button(key="step_btn_step").click().run()
-    assert len(controller(at).rounds) == 2
+    assert len(controller(at).visible) == 2
     at.number_input(key="step_budget").set_value(4).run()
     assert any("next **Step** starts a new run" in c.value for c in at.caption)
     at.button(key="step_btn_step").click().run()
@@ -215,7 +225,7 @@ def test_out_of_range_numbers_get_the_engine_message(key, value, message):
     assert at.number_input(key=key).value == value                       # kept as typed, never clamped
     assert message in errors(at)
     at.button(key="step_btn_step").click().run()
-    assert message in errors(at) and len(controller(at).rounds) == 1      # nothing ran with the old value
+    assert message in errors(at) and len(controller(at).visible) == 1      # nothing ran with the old value
 
 
 @pytest.mark.parametrize("change, message", [
@@ -227,7 +237,7 @@ def test_out_of_range_numbers_get_the_engine_message(key, value, message):
 def test_bad_input_is_a_clear_message_and_the_page_stays_usable(change, message):
     at = step_setup(open_page(STEP), budget=8)
     at.button(key="step_btn_step").click().run()
-    before = len(controller(at).rounds)
+    before = len(controller(at).visible)
     for key, value in change.items():
         widget = at.text_area(key=key) if key == "step_prompt" else (
             at.number_input(key=key) if key == "step_temperature" else at.selectbox(key=key))
@@ -235,12 +245,12 @@ def test_bad_input_is_a_clear_message_and_the_page_stays_usable(change, message)
     at.button(key="step_btn_step").click().run()
     assert not at.exception
     assert message in errors(at)
-    assert len(controller(at).rounds) == before                           # the old run is untouched
+    assert len(controller(at).visible) == before                           # the old run is untouched
     assert chart(at, "step_tree_chart")                                   # and still drawn
     step_setup(at, budget=8).selectbox(key="step_estimator").set_value("online")
     at.number_input(key="step_temperature").set_value(0.0)
     at.button(key="step_btn_step").click().run()
-    assert not errors(at) and len(controller(at).rounds) >= 1
+    assert not errors(at) and len(controller(at).visible) >= 1
 
 
 def test_no_saved_profile_is_a_message_not_a_measurement(tiny_pair_dir):
@@ -253,10 +263,10 @@ def test_no_saved_profile_is_a_message_not_a_measurement(tiny_pair_dir):
         at = step_setup(open_page(STEP), budget=8)
         assert any("sizes every tree from this machine's latency profile" in w.value for w in at.warning)
         at.button(key="step_btn_step").click().run()
-        assert "Measure latency profile" in errors(at) and not controller(at).rounds
+        assert "Measure latency profile" in errors(at) and not controller(at).visible
         at.selectbox(key="step_taps_mode").set_value("reach").run()
         at.button(key="step_btn_step").click().run()
-        assert not errors(at) and len(controller(at).rounds) == 1          # reach mode needs no profile
+        assert not errors(at) and len(controller(at).visible) == 1          # reach mode needs no profile
     finally:
         profile_path(pair).write_text(saved)
 
@@ -306,7 +316,7 @@ def test_settings_survive_a_visit_to_another_page():
     at.switch_page(f"app_pages/{STEP}").run()
     assert at.number_input(key="step_budget").value == 8
     at.button(key="step_btn_step").click().run()
-    assert len(controller(at).rounds) == 2                                # the same run continued
+    assert len(controller(at).visible) == 2                                # the same run continued
     at.switch_page(f"app_pages/{LEARN}").run()
     assert at.slider(key="learn_budget").value == 5 and not at.exception
     at.switch_page(f"app_pages/{RACE}").run()
@@ -320,8 +330,8 @@ def test_presenter_mode_moves_the_settings_into_a_popover():
     assert not at.exception and at.toggle(key="presenter").value
     assert at.get("popover") and at.number_input(key="step_budget").value == 8     # settings in the popover
     at.button(key="step_btn_step").click().run()
-    assert len(controller(at).rounds) == 2
-    check_tree_matches(chart(at, "step_tree_chart"), controller(at).rounds[-1])
+    assert len(controller(at).visible) == 2
+    check_tree_matches(chart(at, "step_tree_chart"), controller(at).visible[-1])
     at.toggle(key="presenter").set_value(False).run()
     assert not at.toggle(key="presenter").value
 
@@ -330,31 +340,35 @@ def test_saved_run_reloads_and_bad_files_are_refused():
     at = step_setup(open_page(STEP), budget=8)
     at.button(key="step_btn_run10").click().run()
     ctrl = controller(at)
-    text = run_json(ctrl.rounds, prompt="def add(a, b):\n    return", pair_name="tiny-random",
+    text = run_json(ctrl.visible, prompt="def add(a, b):\n    return", pair_name="tiny-random",
                     config=ctrl.session.config, text=ctrl.session.text)
-    assert [r["number"] for r in json.loads(text)["rounds"]] == list(range(1, len(ctrl.rounds) + 1))
+    assert [r["number"] for r in json.loads(text)["rounds"]] == list(range(1, len(ctrl.visible) + 1))
     fresh = open_page(STEP)
     fresh.file_uploader(key="step_upload").set_value(("run.json", text.encode(), "application/json")).run()
     assert not fresh.exception and not errors(fresh)
     assert any("Viewing a saved run" in i.value for i in fresh.info)
-    check_tree_matches(chart(fresh, "step_tree_chart"), ctrl.rounds[-1])
+    check_tree_matches(chart(fresh, "step_tree_chart"), ctrl.visible[-1])
     assert metrics(fresh)["Measured speed-up"] == "—"
     bad = open_page(STEP)
     bad.file_uploader(key="step_upload").set_value(("notes.json", b'{"hello": 1}', "application/json")).run()
     assert "not a TAPS Studio run" in errors(bad)
     step_setup(bad, budget=8)
     bad.button(key="step_btn_step").click().run()
-    assert len(controller(bad).rounds) == 1 and not bad.exception
+    assert len(controller(bad).visible) == 1 and not bad.exception
 
 
 def test_browser_sessions_are_isolated():
+    """Two browser sessions on one link share its run (decoded once) but not their view of it; on
+    another setting each has a run of its own."""
     first = step_setup(open_page(STEP), budget=8)
     second = open_page(STEP)
     first.button(key="step_btn_step").click().run()
-    assert not controller(second).rounds
+    assert not controller(second).visible
     step_setup(second, budget=8).button(key="step_btn_run10").click().run()
-    assert len(controller(first).rounds) == 1
-    assert controller(first).session is not controller(second).session
+    assert len(controller(first).visible) == 1 and len(controller(second).visible) == 10
+    assert controller(first).run is controller(second).run and controller(first).run.decoded == 10
+    step_setup(second, budget=4).button(key="step_btn_step").click().run()
+    assert controller(first).run is not controller(second).run and len(controller(first).visible) == 1
 
 
 def test_a_pair_that_fails_to_load_is_reported_and_the_old_one_kept():
@@ -364,7 +378,7 @@ def test_a_pair_that_fails_to_load_is_reported_and_the_old_one_kept():
     assert not at.exception
     assert "neither a folder" in errors(at) and "still using the previous pair" in errors(at)
     step_setup(at, budget=8).button(key="step_btn_step").click().run()
-    assert len(controller(at).rounds) == 1
+    assert len(controller(at).visible) == 1
 
 
 def test_no_loadable_pair_is_a_message_and_another_can_be_loaded(monkeypatch, tiny_pair_dir):
@@ -378,7 +392,7 @@ def test_no_loadable_pair_is_a_message_and_another_can_be_loaded(monkeypatch, ti
     at.button(key="pair_load_button").click().run()
     assert not errors(at) and not at.exception
     step_setup(at, budget=8).button(key="step_btn_step").click().run()
-    assert len(controller(at).rounds) == 1
+    assert len(controller(at).visible) == 1
 
 
 # ---------------------------------------------------------------------------- race and sweep
@@ -457,8 +471,8 @@ def test_failure_cases_filter_by_kind_and_open_in_step_through():
     assert not at.exception
     ctrl = controller(at)
     assert ctrl.view == case.taps_round.number
-    assert ctrl.rounds[ctrl.view - 1].committed_tokens == case.taps_round.committed_tokens
-    assert ctrl.rounds[ctrl.view - 1].selected == case.taps_round.selected
+    assert ctrl.visible[ctrl.view - 1].committed_tokens == case.taps_round.committed_tokens
+    assert ctrl.visible[ctrl.view - 1].selected == case.taps_round.selected
 
 
 def test_failure_cases_from_examples_and_bad_files():

@@ -11,9 +11,16 @@ import pytest
 from conftest import fixed_profile
 
 from taps import DecodeConfig
+from taps.studio.serve import SharedRuns
 from taps.studio.stepper import StepController
 
 PROMPT = "def add(a, b):\n    return"
+
+
+def controller() -> StepController:
+    """A controller with runs of its own: these tests check one session's run from its first round
+    (the app's controllers share runs by link: tests/test_serve.py)."""
+    return StepController(runs=SharedRuns())
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +33,7 @@ def config(**changes) -> DecodeConfig:
 
 
 def test_advance_starts_steps_and_restarts_on_new_settings(tiny_pair_f32, profile):
-    ctrl = StepController()
+    ctrl = controller()
     assert ctrl.rounds == [] and ctrl.record() is None and not ctrl.live
     assert ctrl.advance(tiny_pair_f32, PROMPT, config(), profile) == ""
     assert len(ctrl.rounds) == 1 and ctrl.view == 1 and ctrl.live
@@ -45,7 +52,7 @@ def test_advance_starts_steps_and_restarts_on_new_settings(tiny_pair_f32, profil
 def test_every_move_of_the_view_by_the_code_gets_a_new_version(tiny_pair_f32, profile):
     """The page keys its round slider by `view_version`, so a browser's stale slider value cannot
     pull the view back after a step; moves by the slider itself (plain `view =`) keep the version."""
-    ctrl = StepController()
+    ctrl = controller()
     versions = [ctrl.view_version]
     ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=3)
     versions.append(ctrl.view_version)
@@ -67,7 +74,7 @@ def test_every_move_of_the_view_by_the_code_gets_a_new_version(tiny_pair_f32, pr
 
 
 def test_bad_settings_leave_the_run_as_it_was(tiny_pair_f32, profile):
-    ctrl = StepController()
+    ctrl = controller()
     ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=2)
     session = ctrl.session
     for bad, message in ((config(budget=0), "budget must be from 1"), (config(temperature=9.0), "temperature"),
@@ -86,7 +93,7 @@ def test_a_profile_is_required_never_measured(tiny_pair_f32, monkeypatch):
 
     monkeypatch.setattr(measure, "profile_for", lambda *a, **k: pytest.fail("the app must never measure a profile"))
     monkeypatch.setattr(profiles, "required_profile", lambda *a, **k: pytest.fail("the app reads no profile unasked"))
-    ctrl = StepController()
+    ctrl = controller()
     with pytest.raises(ValueError, match="Measure latency profile"):
         ctrl.advance(tiny_pair_f32, PROMPT, config(taps_mode="cost"), None)
     with pytest.raises(ValueError, match="DDTree's cost mode"):
@@ -96,9 +103,9 @@ def test_a_profile_is_required_never_measured(tiny_pair_f32, monkeypatch):
 
 
 def test_open_at_replays_the_same_rounds(tiny_pair_f32, profile):
-    first = StepController()
+    first = controller()
     first.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=None)
-    again = StepController()
+    again = controller()
     again.open_at(tiny_pair_f32, PROMPT, config(), profile, 3)
     assert again.view == 3 and len(again.rounds) == 3
     for a, b in zip(first.rounds, again.rounds):
@@ -108,11 +115,11 @@ def test_open_at_replays_the_same_rounds(tiny_pair_f32, profile):
 
 
 def test_saved_runs_are_viewed_apart_from_the_live_one(tiny_pair_f32, profile):
-    ctrl = StepController()
+    ctrl = controller()
     ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=3)
     text = ctrl.run_file(tiny_pair_f32.name)
     assert ctrl.metrics_file().splitlines()[1].startswith("1,")
-    viewer = StepController()
+    viewer = controller()
     viewer.load(text.encode())
     assert not viewer.live and viewer.view == 3 and viewer.prompt_text == PROMPT
     assert [r.selected for r in viewer.rounds] == [r.selected for r in ctrl.rounds]
@@ -132,7 +139,7 @@ def test_saved_runs_are_viewed_apart_from_the_live_one(tiny_pair_f32, profile):
 
 
 def test_numbers_follow_the_round_on_view(tiny_pair_f32, profile):
-    ctrl = StepController()
+    ctrl = controller()
     ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=4)
     ctrl.view = 2
     numbers = ctrl.numbers(profile)
@@ -152,11 +159,11 @@ def _busy(count: int = 2) -> list[subprocess.Popen]:
 def test_a_busy_machine_changes_the_measured_speed_not_the_modelled_one(tiny_pair_f32, profile):
     """Decisions never read the clock: the same settings give the same rounds, hence the same
     modelled speed-up, with CPU-heavy processes alongside; the measured one comes with a spread."""
-    quiet = StepController()
+    quiet = controller()
     quiet.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=None)
     hogs = _busy()
     try:
-        busy = StepController()
+        busy = controller()
         busy.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=None)
     finally:
         for hog in hogs:
@@ -170,7 +177,7 @@ def test_a_busy_machine_changes_the_measured_speed_not_the_modelled_one(tiny_pai
 
 
 def test_a_finished_run_says_why_at_once(tiny_pair_f32, profile):
-    ctrl = StepController()
+    ctrl = controller()
     notice = ctrl.advance(tiny_pair_f32, PROMPT, config(max_new_tokens=6), profile, rounds=10)
     assert ctrl.finished and "Finished after" in notice and "Max new tokens" in notice
     assert ctrl.stop_text() in notice
@@ -179,7 +186,7 @@ def test_a_finished_run_says_why_at_once(tiny_pair_f32, profile):
 
 
 def test_lecture_moves_back_forward_first_last(tiny_pair_f32, profile):
-    ctrl = StepController()
+    ctrl = controller()
     ctrl.forward(tiny_pair_f32, PROMPT, config(), profile)                 # nothing shown yet: decodes round 1
     assert ctrl.view == 1 and len(ctrl.rounds) == 1
     ctrl.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=2)
@@ -199,8 +206,8 @@ def test_lecture_moves_back_forward_first_last(tiny_pair_f32, profile):
 
 
 def test_rounds_decoded_ahead_stay_hidden_until_shown(tiny_pair_f32, profile):
-    ctrl = StepController()
-    reference = StepController()
+    ctrl = controller()
+    reference = controller()
     reference.advance(tiny_pair_f32, PROMPT, config(), profile, rounds=5)
     ctrl.advance(tiny_pair_f32, PROMPT, config(), profile)
     thread = ctrl.decode_ahead(3)
@@ -223,7 +230,7 @@ def test_rounds_decoded_ahead_stay_hidden_until_shown(tiny_pair_f32, profile):
 def test_the_ar_baseline_catches_up_off_the_clicks_path(tiny_pair_f32, profile):
     from taps.studio.stepper import AR_NOW
 
-    ctrl = StepController()
+    ctrl = controller()
     ctrl.advance(tiny_pair_f32, PROMPT, config(max_new_tokens=24), profile, rounds=None)
     tokens = len(ctrl.session.generated)
     assert tokens > AR_NOW

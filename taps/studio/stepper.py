@@ -1,22 +1,29 @@
 """The Step-through controller: one run decoded round by round, or a saved run viewed; what the
 page's buttons do and what its counters show. Plain Python (no streamlit), tested directly.
 
-- `advance` starts a fresh run when there is none, when the prompt, settings or latency profile
-  changed, or when a saved run is on view that this pair cannot continue; then steps 1, 10 or all
-  rounds. A saved run of this pair, prompt and settings is continued live: replayed up to its last
-  round, then stepped. A run that finishes says why at once (`stop_text`).
+- The rounds on view belong to the link's run (`taps.studio.serve`): the pair, prompt, settings
+  and (where trees are sized from one) latency profile decide a run's rounds, so every browser
+  session on the same link shares one run, decoded once, one round per job of the decode service
+  (`on_wait` tells a waiting page its place); each session has its own view of it (`view`,
+  `revealed`). A controller made with `runs=SharedRuns()` keeps runs of its own (tests).
+- `advance` opens the link's run when there is none, when the prompt, settings or latency profile
+  changed, or when a saved run is on view that this pair cannot continue; then shows 1, 10 or all
+  rounds more, decoding those the run does not have yet. A saved run of this pair, prompt and
+  settings is continued live: replayed up to its last round, then stepped. A run that finishes
+  says why at once (`stop_text`).
 - Lecture moves: `forward`, `back`, `first`, `last` move the view a round (forward past the last
-  round shown decodes the next one); `decode_ahead` keeps rounds decoded beyond the view in a
-  background thread while autoplay runs, so the display's pace does not wait for the model.
-  Rounds decoded ahead stay hidden (`visible`) until the view reaches them.
+  round shown decodes the next one); `decode_ahead` keeps rounds decoded beyond the view (as
+  background jobs) while autoplay runs, so the display's pace does not wait for the model. Rounds
+  decoded ahead, or by other sessions on the link, stay hidden (`visible`) until the view reaches
+  them.
 - Every session gets this machine's saved latency profile (`profile=`): settings that size trees
   from a profile are refused with a clear message when none is saved, never measured here.
 - `open_at` replays a run up to a round (Failure cases opens its cases this way); replays give the
   same rounds, because decisions read only the saved profile.
 - `numbers` are the counters for the rounds up to the one on view: tokens, tau, waste, stage
   shares, the modelled speed-up under a named profile and the measured one with its spread. The
-  AR baseline it divides by is decoded a few steps at once and the rest in the background after
-  the page has drawn (`catch_up_later`), off a Step click's path.
+  AR baseline it divides by (the run's, shared like its rounds) is decoded a few steps at once and
+  the rest in the background after the page has drawn (`catch_up_later`), off a Step click's path.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from ..record import Round
 from ..session import DecodeSession
 from .app_state import ArBaseline, SavedRun, check_profile, load_run, metrics_csv, run_json
 from .lesson import round_text
+from .serve import LinkRun, SharedRuns, run_key, shared_runs
 from .speed import StepSpeed, step_speed
 
 AR_NOW = 8                     # AR steps decoded on a click's path at most (the rest: catch_up_later)
@@ -62,10 +70,13 @@ class StepNumbers:
     speed: StepSpeed
 
 
+Waiting = Callable[[int], None] | None      # told the jobs ahead of this page's, while it waits
+
+
 class StepController:
-    def __init__(self) -> None:
-        self.session: DecodeSession | None = None
-        self.baseline: ArBaseline | None = None
+    def __init__(self, runs: SharedRuns | None = None) -> None:
+        self.runs = runs                 # None: the process's runs, shared by link (`shared_runs`)
+        self.run: LinkRun | None = None
         self.saved: SavedRun | None = None
         self.profile = None
         self.view = 0                  # the round on view, numbered from 1 (0: none yet)
@@ -80,6 +91,15 @@ class StepController:
         # browser session can overlap (a rerun may start before the previous run has stopped),
         # and a run must not draw a run that another is still stepping
         self.lock = threading.RLock()
+
+    @property
+    def session(self) -> DecodeSession | None:
+        """The live run's decoding session (shared with the other sessions on its link)."""
+        return self.run.session if self.run is not None else None
+
+    @property
+    def baseline(self) -> ArBaseline | None:
+        return self.run.baseline if self.run is not None else None
 
     # ------------------------------------------------------------------ what is on view
     @property
@@ -135,28 +155,26 @@ class StepController:
         return rounds[self.view - 1]
 
     def matches(self, pair: ModelPair, prompt: str, config: DecodeConfig, profile=None) -> bool:
-        """Whether the live run was started on this pair, prompt, settings and profile."""
-        session = self.session
-        if session is None or self.saved is not None or session.pair is not pair or session.config != config:
-            return False
-        if self.profile is not profile and (self.profile is None or profile is None
-                                            or self.profile.measured_at != profile.measured_at):
+        """Whether the live run is this link's: the same pair, prompt, settings and (where trees are
+        sized from one) profile."""
+        if self.run is None or self.saved is not None or self.session.pair is not pair:
             return False
         try:
             ids = pair.tokenizer.encode(prompt, add_special_tokens=False)
         except Exception:  # noqa: BLE001 - any tokenizer failure means "not the same prompt"
             return False
-        return ids == session.prompt_ids
+        return run_key(pair, ids, config, profile) == self.run.key
 
     # ------------------------------------------------------------------ actions
-    def start(self, pair: ModelPair, prompt: str, config: DecodeConfig, profile=None) -> None:
-        """A fresh run and its AR baseline. Raises ValueError (bad settings, no profile where one is
-        needed) or RuntimeError with the message to show; the previous run then stays as it was."""
+    def start(self, pair: ModelPair, prompt: str, config: DecodeConfig, profile=None, on_wait: Waiting = None) -> None:
+        """This link's run (with its AR baseline) from round 0: opened, or shared with the sessions
+        that opened it before. Raises ValueError (bad settings, no profile where one is needed) or
+        RuntimeError with the message to show; the previous run then stays as it was."""
         config.validate(pair)
         check_profile(config, profile)
-        session = DecodeSession(pair, prompt, config, profile=profile)
-        baseline = ArBaseline(pair, prompt, config)
-        self.session, self.baseline, self.saved, self.profile = session, baseline, None, profile
+        runs = self.runs if self.runs is not None else shared_runs()
+        self.run = runs.open(pair, prompt, config, profile, on_wait=on_wait)
+        self.saved, self.profile = None, profile
         self.revealed = 0
         self.show(0)
 
@@ -187,18 +205,18 @@ class StepController:
         return ""
 
     def advance(self, pair: ModelPair, prompt: str, config: DecodeConfig, profile=None, rounds: int | None = 1,
-                on_round: Callable[[DecodeSession], None] | None = None) -> str:
-        """Show `rounds` more rounds (None: to the end), decoding those not decoded ahead yet and
-        starting a fresh run first when needed (continuing a saved run of these settings). Returns
-        a notice for the page ("" when there is none); raises like `start`."""
+                on_round: Callable[[DecodeSession], None] | None = None, on_wait: Waiting = None) -> str:
+        """Show `rounds` more rounds (None: to the end), decoding those the run does not have yet
+        and opening this link's run first when needed (continuing a saved run of these settings).
+        Returns a notice for the page ("" when there is none); raises like `start`."""
         notice = ""
         if not self.matches(pair, prompt, config, profile):
             if self.saved is not None and self.continues_saved(pair, prompt, config):
                 count = len(self.saved.rounds)
-                notice = self._continue_saved(pair, prompt, config, profile, count, on_round)
+                notice = self._continue_saved(pair, prompt, config, profile, count, on_round, on_wait)
             else:
-                had_run = self.session is not None or self.saved is not None
-                self.start(pair, prompt, config, profile)
+                had_run = self.run is not None or self.saved is not None
+                self.start(pair, prompt, config, profile, on_wait)
                 if had_run:
                     notice = "Settings or prompt changed: started a new run."
         session = self.session
@@ -207,18 +225,15 @@ class StepController:
                    "Press **Reset** to start again."
         with self.lock:
             target = None if rounds is None else self.revealed + rounds
-            while not session.finished and (target is None or len(session.rounds) < target):
-                session.step()
-                if on_round is not None:
-                    on_round(session)
+            self.run.ensure(target, on_wait=on_wait, on_round=on_round)
             self.show(len(session.rounds) if target is None else min(target, len(session.rounds)))
         if self.finished:
             notice = " ".join(part for part in (notice, self.stop_text()) if part)
         return notice
 
-    def _continue_saved(self, pair, prompt, config, profile, count, on_round) -> str:
+    def _continue_saved(self, pair, prompt, config, profile, count, on_round, on_wait) -> str:
         saved = self.saved
-        self.open_at(pair, prompt, config, profile, count, on_round)
+        self.open_at(pair, prompt, config, profile, count, on_round, on_wait)
         same = [(r.selected, r.committed_tokens) for r in self.session.rounds] == \
                [(r.selected, r.committed_tokens) for r in saved.rounds]
         if same:
@@ -227,13 +242,13 @@ class StepController:
                 "latency profile or machine sizes the trees differently); the rounds on view are this replay's.")
 
     # ------------------------------------------------------------------ lecture moves
-    def forward(self, pair: ModelPair, prompt: str, config: DecodeConfig, profile=None) -> str:
+    def forward(self, pair: ModelPair, prompt: str, config: DecodeConfig, profile=None, on_wait: Waiting = None) -> str:
         """The next round: the one after the view when it was shown already, else one more decoded
         (as Step does). Returns advance's notice."""
         if self.view < len(self.visible):
             self.show(self.view + 1)
             return ""
-        return self.advance(pair, prompt, config, profile, 1)
+        return self.advance(pair, prompt, config, profile, 1, on_wait=on_wait)
 
     def back(self) -> None:
         self.show(max(self.view - 1, 1) if self.visible else 0)
@@ -245,37 +260,27 @@ class StepController:
         self.show(len(self.visible))
 
     def decode_ahead(self, count: int = 2) -> threading.Thread | None:
-        """Keep up to `count` rounds decoded beyond the last one shown, in a background thread that
-        takes the lock for each round (a page run drawing the controller waits for one round at
-        most). Returns the thread (None when nothing needs decoding)."""
-        session = self.session
-        if not self.live or session.finished or len(session.rounds) >= self.revealed + count:
+        """Keep up to `count` rounds decoded beyond the last one shown, as background jobs of the
+        decode service, from a thread of this controller's (the page does not wait for it). Returns
+        the thread (None when nothing needs decoding)."""
+        run = self.run
+        if not self.live or run.session.finished or len(run.rounds) >= self.revealed + count:
             return None
         if self._ahead is not None and self._ahead.is_alive():
             return self._ahead
-
-        def work() -> None:
-            while True:
-                with self.lock:
-                    if self.session is not session or session.finished or \
-                            len(session.rounds) >= self.revealed + count:
-                        return
-                    session.step()
-                    self.baseline.catch_up(len(session.generated))
-
-        self._ahead = threading.Thread(target=work, name="taps-decode-ahead", daemon=True)
+        goal = self.revealed + count
+        self._ahead = threading.Thread(target=run.ensure, args=(goal,), kwargs={"background": True},
+                                       name="taps-decode-ahead", daemon=True)
         self._ahead.start()
         return self._ahead
 
     def open_at(self, pair: ModelPair, prompt: str, config: DecodeConfig, profile=None, number: int = 1,
-                on_round: Callable[[DecodeSession], None] | None = None) -> None:
-        """Replay a fresh run up to round `number` (or its end) and put that round on view."""
+                on_round: Callable[[DecodeSession], None] | None = None, on_wait: Waiting = None) -> None:
+        """This link's run from its start, decoded (where it is not yet) up to round `number` (or
+        its end), that round on view."""
         with self.lock:
-            self.start(pair, prompt, config, profile)
-            while len(self.session.rounds) < number and not self.session.finished:
-                self.session.step()
-                if on_round is not None:
-                    on_round(self.session)
+            self.start(pair, prompt, config, profile, on_wait)
+            self.run.ensure(number, on_wait=on_wait, on_round=on_round)
             self.show(min(number, len(self.session.rounds)))
 
     def load(self, data: bytes | str) -> None:
@@ -307,28 +312,23 @@ class StepController:
         by `catch_up_later` once the page has drawn, off the click's path."""
         decoded = self.baseline.session.rounds
         if len(decoded) < min(tokens, AR_NOW):
-            self.baseline.catch_up(min(tokens, AR_NOW))
+            self.run.catch_up_baseline(min(tokens, AR_NOW))
         return decoded[:max(tokens, 1)]
 
     def catch_up_later(self, delay_s: float = 0.3) -> threading.Thread | None:
-        """Decode the AR baseline up to the live run's tokens in a background thread, after
-        `delay_s` (the browser draws the page meanwhile, so its steps are not timed against it),
-        taking the lock for each step."""
-        session, baseline = self.session, self.baseline
-        if not self.live or baseline is None or baseline.session.finished or \
-                len(baseline.session.generated) >= len(session.generated):
+        """Decode the run's AR baseline up to the tokens shown, as background jobs of the decode
+        service, from a thread of this controller's that starts after `delay_s` (the browser draws
+        the page meanwhile, so its steps are not timed against it)."""
+        run = self.run
+        if not self.live or run.baseline.session.finished or \
+                len(run.baseline.session.generated) >= len(run.session.generated):
             return None
         if self._ar_thread is not None and self._ar_thread.is_alive():
             return self._ar_thread
 
         def work() -> None:
             time.sleep(delay_s)
-            while True:
-                with self.lock:
-                    if self.baseline is not baseline or baseline.session.finished or \
-                            len(baseline.session.generated) >= len(session.generated):
-                        return
-                    baseline.session.step()
+            run.catch_up_baseline(len(run.session.generated), background=True)
 
         self._ar_thread = threading.Thread(target=work, name="taps-ar-catch-up", daemon=True)
         self._ar_thread.start()

@@ -39,6 +39,7 @@ from .round import (
     selection_figure,
     shown_pool_nodes,
     size_curve_figure,
+    stage_narration,
     verdict_figure,
 )
 from .style import DEFAULT_PLOT, PLOT_CONFIG, display_token
@@ -49,7 +50,7 @@ __all__ = [
     "COLOR_MODES", "DEFAULT_PLOT", "PALETTE", "PLOT_CONFIG", "ExportError", "bonus_node", "budget_figure",
     "display_token", "export_title", "figure_html", "figure_png", "figure_svg", "lattice_figure", "lesson_figure",
     "pool_figure", "race_figure", "ranking_comparison_figure", "reliability_figure", "round_tree_figure",
-    "run_text_html", "selection_figure", "shown_pool_nodes", "size_curve_figure", "stage_share_figure", "sweep_figure",
-    "toy_curve_figure", "toy_tree_figure", "tradeoff_figure", "tree_positions", "verdict_figure",
-    "verify_latency_figure",
+    "run_text_html", "selection_figure", "shown_pool_nodes", "size_curve_figure", "stage_narration",
+    "stage_share_figure", "sweep_figure", "toy_curve_figure", "toy_tree_figure", "tradeoff_figure", "tree_positions",
+    "verdict_figure", "verify_latency_figure",
 ]

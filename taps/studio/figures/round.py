@@ -384,6 +384,15 @@ def selection_figure(record: Round, color_by: str = "reach", max_pool_nodes: int
     return _round_tree(record, view, color_by, max_pool_nodes, plot or DEFAULT_PLOT, lines, "select")
 
 
+def stage_narration(record: Round, stage: str, config: Mapping | None = None) -> str:
+    """The sentence a stage's figure is narrated by: `stage_sentence`, except a commit that a stop
+    rule cut (no bonus joins the text), which says so."""
+    if stage == "commit" and not bonus_kept(record):
+        return (f"The round stops here: {verdict_words(record)}, "
+                f"τ = {record.tau}; the target's own next token (the star) does not join the text.")
+    return stage_sentence(record, stage, config)
+
+
 def verdict_figure(record: Round, stage: str = "verify", color_by: str = "reach", max_pool_nodes: int = 60,
                    plot: Plot | None = None, prompt: str | None = None, config: Mapping | None = None) -> go.Figure:
     """Lesson stages 5 and 6: the target's verdicts on the verified tree ("verify"), then the bonus
@@ -393,11 +402,7 @@ def verdict_figure(record: Round, stage: str = "verify", color_by: str = "reach"
     status, commit = list(record.status), stage == "commit"
     view = _View(status, _verdict_labels(record, status, bonus=commit), required=sorted(record.selected),
                  verdicts=True, bonus=commit)
-    sentence = stage_sentence(record, stage, config)
-    if commit and not bonus_kept(record):          # a stop rule cut the round: no bonus joins the text
-        sentence = (f"The round stops here: {verdict_words(record)}, "
-                    f"τ = {record.tau}; the target's own next token (the star) does not join the text.")
-    lines = [_heading(record, prompt, stage), sentence]
+    lines = [_heading(record, prompt, stage), stage_narration(record, stage, config)]
     return _round_tree(record, view, color_by, max_pool_nodes, plot or DEFAULT_PLOT, lines, stage)
 
 

@@ -1,0 +1,168 @@
+"""The lecture file (`taps.studio.lecture_file`): a short run of the shipped pair, decoded by the Step
+page's controller, written as one HTML page that loads nothing from the network, holds every round
+(its tree, six stages, narration and text) and shows, round by round, the counters the page's own
+`StepController.numbers` gives with that round on view. The browser half (keys, autoplay, file://
+with the network off) is tests/test_lecture_export.py."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from datetime import datetime, timezone
+
+import pytest
+from plotly.offline import get_plotlyjs
+
+from taps.config import DecodeConfig
+from taps.eval.prompts import example_by_id
+from taps.profiles import shipped_reference
+from taps.record import STAGES
+from taps.studio.app_state import load_pair_from_source
+from taps.studio.figures import stage_narration
+from taps.studio.lecture_file import (
+    controller_lecture,
+    example_look_for,
+    lecture_html,
+    main,
+    round_counters,
+    step_numbers,
+)
+from taps.studio.lesson import round_text
+from taps.studio.stepper import StepController
+
+EXPORTED = datetime(2026, 12, 5, 9, 30, tzinfo=timezone.utc)
+
+
+def lecture_data(page: str) -> dict:
+    found = re.findall(r'<script id="lecture-data" type="application/json">(.*?)</script>', page, re.S)
+    assert len(found) == 1
+    return json.loads(found[0])
+
+
+def page_cells(numbers, record, verified_run: int) -> dict:
+    """The Step page's seven metrics as it formats them (app_pages/1_Step_through.py, `counters`)."""
+    modelled, measured = numbers.speed.modelled, numbers.speed.measured
+    waste = record.waste_nodes / record.verified_nodes if record.verified_nodes else 0.0
+    return {"tokens": (str(numbers.tokens), ""), "tau": (str(record.tau), ""),
+            "tau_mean": (f"{numbers.tau_mean:.2f}", ""),
+            "verified": (str(record.verified_nodes), f"run {verified_run}"),
+            "waste": (f"{100 * waste:.0f}%", f"run {100 * numbers.waste_share:.0f}%"),
+            "modelled": ("—" if modelled is None else f"{modelled['speedup']:.2f}×", ""),
+            "measured": ("—" if measured is None else f"{measured.median:.2f}×",
+                         "" if measured is None or measured.count < 2 else
+                         f"{measured.low:.2f}–{measured.high:.2f}× middle half")}
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_pair_from_source("", "cpu")          # the shipped pair, loaded as the app loads it
+
+
+@pytest.fixture(scope="module")
+def run(shipped):
+    """The fib example at the page's settings (16 new tokens: a few rounds), on view at round 2."""
+    _, profile, why = shipped_reference(shipped)
+    assert profile is not None, why
+    ctrl = StepController()
+    ctrl.advance(shipped, example_by_id("fib")["prompt"], DecodeConfig(max_new_tokens=16), profile, None)
+    assert len(ctrl.visible) >= 3
+    ctrl.show(2)
+    page = controller_lecture(ctrl, shipped.name, profile, exported_at=EXPORTED)
+    return ctrl, profile, page
+
+
+def test_the_file_loads_nothing_from_the_network(run):
+    _, _, page = run
+    assert page.count(get_plotlyjs()) == 1                            # plotly.js inline, once
+    ours = page.replace(get_plotlyjs(), "")
+    assert "http://" not in ours and "https://" not in ours           # no address at all outside plotly.js
+    for loader in (r'src\s*=\s*["\']?\s*(https?:)?//', r'<link[^>]+href\s*=\s*["\']?\s*(https?:)?//',
+                   r'url\(\s*["\']?\s*(https?:)?//', r"@import", r"<iframe", r"fetch\(", r"XMLHttpRequest"):
+        assert not re.search(loader, ours, re.I), loader
+    assert not re.search(r'<script[^>]+src=', page, re.I)             # every script is inline
+    data = lecture_data(page)
+    assert data["plotConfig"]["typesetMath"] is False                 # plotly never reaches for MathJax
+
+
+def test_every_round_and_stage_is_in_the_file(run):
+    ctrl, _, page = run
+    data = lecture_data(page)
+    rounds = ctrl.visible
+    assert [r["number"] for r in data["rounds"]] == [r.number for r in rounds]
+    assert data["start"] == 2                                         # opens at the round the page had on view
+    config = ctrl.config
+    for entry, record in zip(data["rounds"], rounds):
+        assert f"Round {record.number}</b>" in entry["tree"]["layout"]["title"]["text"]
+        assert len(entry["stages"]) == len(STAGES)
+        for n, (figure, stage) in enumerate(zip(entry["stages"], STAGES)):
+            assert figure["layout"]["title"]["text"].startswith(f"<b>Round {record.number} · {n + 1} of 6")
+            assert entry["narration"][n] == stage_narration(record, stage, config)
+        assert f'data-round="{record.number}"' in page
+        assert f'tokens (click to open it)">{html.escape(round_text(record))}</span>' in page
+    assert "Look for (round 1): " in page and html.escape(example_look_for(ctrl.prompt_text)) in page
+    for words in ("taps-code-10m", "2026-12-05 09:30 UTC", "measured in the original run",
+                  "reference latency profile of taps-code-10m"):
+        assert words in page, words
+
+
+def test_the_counters_are_the_pages(run):
+    ctrl, profile, page = run
+    data = lecture_data(page)
+    rounds = ctrl.visible
+    assert all(entry["counters"]["measured"] is not None for entry in data["rounds"])    # a live run: measured
+    assert len(ctrl.baseline.session.rounds) >= sum(r.tau for r in rounds)    # against its whole AR baseline
+    for n, entry in enumerate(data["rounds"], start=1):
+        ctrl.show(n)
+        numbers = ctrl.numbers(profile)                               # what the page shows at round n
+        counters = entry["counters"]
+        assert counters["tokens"] == numbers.tokens
+        assert counters["tau_round"] == numbers.tau_round == rounds[n - 1].tau
+        assert counters["tau_mean"] == numbers.tau_mean
+        assert counters["verified_round"] == numbers.verified_round
+        assert counters["waste_share"] == numbers.waste_share
+        assert counters["modelled"] == numbers.speed.modelled["speedup"]
+        measured = numbers.speed.measured
+        assert counters["measured"] == [measured.median, measured.low, measured.high, measured.count]
+        shown = {cell["key"]: (cell["value"], cell["delta"]) for cell in counters["cells"]}
+        assert shown == page_cells(numbers, rounds[n - 1], sum(r.verified_nodes for r in rounds[:n]))
+    ctrl.show(2)
+
+
+def test_a_saved_run_has_no_measured_speed(run):
+    ctrl, profile, _ = run
+    rounds = ctrl.visible
+    counters = round_counters(rounds, [], profile, "reference CPU")
+    assert [c["measured"] for c in counters] == [None] * len(rounds)
+    assert counters[-1]["cells"][-1]["value"] == "—"
+    saved = StepController()                                          # the same run saved and viewed on the page
+    saved.load(ctrl.run_file("taps-code-10m"))
+    for n in range(1, len(rounds) + 1):
+        saved.show(n)
+        assert step_numbers(rounds[:n], [], profile) == saved.numbers(profile)
+    page = lecture_html(rounds, ctrl.prompt_text, ctrl.config, counters, profile_label="a profile", measured=False)
+    assert "Measured speed-ups: none in this file" in page
+
+
+def test_text_that_looks_like_markup_stays_text(run):
+    ctrl, profile, _ = run
+    rounds = ctrl.visible[:1]
+    prompt = 'x = "</script><script>alert(1)</script> <!-- %DATA% %PLOTLYJS%"\n'
+    page = lecture_html(rounds, prompt, ctrl.config, round_counters(rounds, [], profile), profile_label="p",
+                        look_for="<b>bold</b>")
+    assert "<script>alert(1)" not in page and "<b>bold</b>" not in page
+    assert page.count(get_plotlyjs()) == 1
+    assert lecture_data(page)["rounds"][0]["number"] == 1
+    with pytest.raises(ValueError, match="no rounds"):
+        lecture_html([], prompt, ctrl.config, [], profile_label="p")
+    with pytest.raises(ValueError, match="one counters entry per round"):
+        lecture_html(rounds, prompt, ctrl.config, [], profile_label="p")
+
+
+def test_the_command_line_writes_a_file(tmp_path, capsys):
+    out = tmp_path / "fib.html"
+    assert main(["--example", "fib", "--rounds", "1", "--out", str(out)]) == 0
+    data = lecture_data(out.read_text(encoding="utf-8"))
+    assert len(data["rounds"]) == 1 and "wrote" in capsys.readouterr().out
+    assert main(["--example", "nope", "--out", str(out)]) == 2
+    assert "unknown example 'nope'" in capsys.readouterr().err

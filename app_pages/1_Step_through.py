@@ -492,6 +492,17 @@ def exports(record, shown_prompt: str, run_config: dict) -> None:
                             mime="application/json", key="step_dl_json", on_click="ignore")
     cols[4].download_button("Metrics as CSV", data=ctrl.metrics_file(), file_name="taps-rounds.csv",
                             mime="text/csv", key="step_dl_csv", on_click="ignore")
+    from taps.studio.lecture_file import controller_lecture
+
+    short = ui.short_profile_name()                 # read here: the file is made on another thread, on click
+    row = st.container(horizontal=True, vertical_alignment="center", gap="small")
+    row.download_button("Lecture as offline HTML", data=lambda: controller_lecture(ctrl, pair.name, model, short),
+                        file_name=f"taps-lecture-{record.selector}-budget{record.budget}-{len(ctrl.visible)}rounds"
+                                  ".html", mime="text/html", key="step_dl_lecture", on_click="ignore",
+                        help="Every round shown so far, each with its six stages, the counters, the narration and "
+                             "the keys and autoplay of this page, in one HTML file that opens in any browser with no "
+                             "server and no network (a few MB: plotly.js is inside)")
+    row.caption("For a lecture without a server: students open the file from a folder or a course page.")
     slides(record, tree, shown_prompt, run_config, stem)
 
 

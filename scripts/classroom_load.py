@@ -1,0 +1,282 @@
+"""Load figures for a class: one app server, N real browser pages pressing Step.
+
+    python scripts/classroom_load.py --pages 6,12,30 --modes link,prompts --paces together,random \
+        [--steps 3] [--out results/classroom-load]
+
+For each (pages, mode, pace) it starts `streamlit run app.py` on the shipped pair (or --pair) with
+an empty cache, opens N pages in one Chromium (N contexts, 1280x720) on one shared Step-through link
+(`link`: the merge example, learned estimator, budget 16) or on N different prompts (`prompts`:
+the first N HumanEval prompts), and presses Step --steps times on every page, all at one moment
+(`together`) or each after a random 0-3 s pause (`random`). It reports per-Step latency (from the
+click to the page showing the new round, both read on the page's own clock: median, p95, max),
+pages with an error, rounds whose tokens or tau differ from the same link decoded alone in this
+process, the server's peak RSS, and the runs the server decoded (its log). Run it on an otherwise
+idle machine. Needs Debian's Chromium (/usr/bin/chromium) and Playwright, as the browser tests do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SETTINGS = {"estimator": "learned", "budget": "16"}
+
+# on every page: when each round's tree first shows, by the page's clock, and when Step was clicked
+WATCH = """(() => {
+  window.__seen = {}; window.__clicked = [];
+  document.addEventListener('click', e => {
+    const b = e.target instanceof Element ? e.target.closest('button') : null;
+    if (b && b.innerText.trim() === 'Step') window.__clicked.push(Date.now());
+  }, true);
+  setInterval(() => {
+    for (const t of document.querySelectorAll('.gtitle')) {
+      const m = /Round (\\d+) ·/.exec(t.textContent || '');
+      if (m && !(m[1] in window.__seen)) window.__seen[m[1]] = Date.now();
+    }
+  }, 20);
+})();"""
+ARM_CLICK = """at => { setTimeout(() => {
+  const b = [...document.querySelectorAll('button')].find(b => b.innerText.trim() === 'Step' && !b.disabled);
+  if (b) b.click();
+}, Math.max(0, at - Date.now())); }"""
+COUNTERS = """() => {
+  const value = label => {
+    const m = [...document.querySelectorAll('[data-testid="stMetric"]')].find(e => e.innerText.includes(label));
+    return m ? m.querySelector('[data-testid="stMetricValue"]').innerText.trim() : null;
+  };
+  const bad = document.querySelectorAll('[data-testid="stException"], [data-testid="stAlertContentError"]');
+  return {tokens: value('Tokens'), tau: value('τ this round'), errors: [...bad].map(e => e.innerText.slice(0, 200)),
+          cannot: document.body.innerText.includes('Cannot run')};
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def app_server(pair: str, cache: Path, log: Path):
+    """`streamlit run app.py` on a loopback port, with its own cache; yields (url, process)."""
+    port = free_port()
+    env = dict(os.environ, TAPS_PAIR=pair, TAPS_CACHE=str(cache), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+             "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.time() + 120
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
+                        if reply.read().strip() == b"ok":
+                            break
+                except OSError:
+                    pass
+                if process.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("the app did not start:\n" + log.read_text()[-3000:])
+                time.sleep(0.5)
+            yield url, process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+class PeakRss:
+    """The peak resident memory of a process (and its children), sampled every 0.2 s."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _rss(self) -> int:
+        try:
+            out = subprocess.run(["ps", "-o", "rss=", "--ppid", str(self.pid), "-p", str(self.pid)],
+                                 capture_output=True, text=True).stdout
+            return sum(int(x) for x in out.split()) * 1024
+        except (OSError, ValueError):
+            return 0
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.2):
+            self.peak = max(self.peak, self._rss())
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return max(self.peak, self._rss())
+
+
+def links(mode: str, count: int) -> list[tuple[str, dict]]:
+    """(query, {"example": id} or {"prompt": text}) for each page."""
+    if mode == "link":
+        query = "&".join(f"{k}={v}" for k, v in {"example": "merge", **SETTINGS}.items())
+        return [(query, {"example": "merge"})] * count
+    from taps.eval.prompts import humaneval_prompts
+
+    prompts = [item["prompt"] for item in humaneval_prompts(count)]
+    settings = "&".join(f"{k}={v}" for k, v in SETTINGS.items())
+    return [(f"prompt={quote(p)}&{settings}", {"prompt": p}) for p in prompts]
+
+
+def solo_rounds(pages: list[tuple[str, dict]], steps: int) -> dict[str, list[tuple[str, str]]]:
+    """Each distinct link's (tokens so far, tau) for its first rounds, decoded alone here with the
+    profile a fresh machine's app uses and the app's one thread per decode."""
+    import torch
+
+    torch.set_num_threads(1)
+    from taps import load_pair
+    from taps.config import DecodeConfig
+    from taps.eval.prompts import example_prompts
+    from taps.studio.link import page_defaults, parse_step_link
+    from taps.studio.serve import SharedRuns
+    from taps.studio.speed import default_profile
+    from taps.studio.stepper import StepController
+
+    pair = load_pair()
+    defaults = page_defaults(max_new_tokens=64, block_size=pair.drafter.block_size)
+    out = {}
+    for query, given in pages:
+        if query in out:
+            continue
+        params = {k: [v] for k, v in {**given, **SETTINGS}.items()}
+        link, _ = parse_step_link(params, example_prompts(), defaults, pair)
+        config = DecodeConfig(**link.settings)
+        profile, _, _ = default_profile(pair, config.budget)
+        ctrl = StepController(runs=SharedRuns())
+        ctrl.advance(pair, link.prompt, config, profile, rounds=steps)
+        tokens, rows = 0, []
+        for record in ctrl.visible:
+            tokens += record.tau
+            rows.append((str(tokens), str(record.tau)))
+        out[query] = rows
+    return out
+
+
+def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, expected: dict, folder: Path) -> dict:
+    pages_of = links(mode, count)
+    cache = folder / f"cache-{count}-{mode}-{pace}"
+    cache.mkdir(parents=True)
+    log = folder / f"server-{count}-{mode}-{pace}.log"
+    with app_server(pair, cache, log) as (url, process):
+        rss = PeakRss(process.pid)
+        contexts, pages = [], []
+        for query, _ in pages_of:
+            context = browser.new_context(viewport={"width": 1280, "height": 720})
+            context.add_init_script(WATCH)
+            page = context.new_page()
+            page.set_default_timeout(300_000)
+            page.goto(f"{url}/Step_through?{query}")
+            contexts.append(context)
+            pages.append(page)
+        for page in pages:
+            page.get_by_role("button", name="Step", exact=True).wait_for()
+        time.sleep(2.0)
+        latencies, errors, differ = [], 0, 0
+        rng = random.Random(count * 7 + steps)
+        for number in range(1, steps + 1):
+            now = int(pages[0].evaluate("Date.now()"))
+            for page in pages:
+                delay = 1500 + (int(rng.uniform(0, 3000)) if pace == "random" else 0)
+                page.evaluate(ARM_CLICK, now + delay)
+            for page in pages:
+                page.wait_for_function(f"'{number}' in window.__seen", polling=100, timeout=300_000)
+                clicked = page.evaluate("window.__clicked")
+                seen = page.evaluate(f"window.__seen['{number}']")
+                latencies.append((seen - clicked[number - 1]) / 1000 if len(clicked) >= number else float("nan"))
+            for page, (query, _) in zip(pages, pages_of):
+                page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for()
+                shown = page.evaluate(COUNTERS)
+                errors += bool(shown["errors"] or shown["cannot"])
+                want = expected[query][number - 1] if number <= len(expected[query]) else None
+                differ += want is not None and (shown["tokens"], shown["tau"]) != want
+        peak = rss.stop()
+        for context in contexts:
+            context.close()
+    text = log.read_text()
+    latencies.sort()
+    p95 = latencies[min(len(latencies) - 1, int(round(0.95 * (len(latencies) - 1))))]
+    return {"pages": count, "mode": mode, "pace": pace, "steps": steps, "latency_median_s": statistics.median(latencies),
+            "latency_p95_s": p95, "latency_max_s": latencies[-1], "pages_with_errors": errors, "rounds_differing": differ,
+            "peak_rss_mb": peak / 2**20, "runs_opened": len(re.findall(r"link \w+: opened", text)),
+            "rounds_decoded": len(re.findall(r"link \w+: decoded round", text))}
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| pages | link | Steps | latency median / p95 / max (s) | pages with errors | rounds differing | "
+            "runs opened | rounds decoded | peak RSS (MB) |\n|---:|---|---|---|---:|---:|---:|---:|---:|\n")
+    return head + "".join(
+        f"| {r['pages']} | {'one link' if r['mode'] == 'link' else 'distinct prompts'} | {r['steps']} x {r['pace']} | "
+        f"{r['latency_median_s']:.2f} / {r['latency_p95_s']:.2f} / {r['latency_max_s']:.2f} | {r['pages_with_errors']} | "
+        f"{r['rounds_differing']} | {r['runs_opened']} | {r['rounds_decoded']} | {r['peak_rss_mb']:.0f} |\n"
+        for r in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pages", default="6,12,30", help="page counts, comma-separated")
+    parser.add_argument("--modes", default="link,prompts", help="link (one shared link) and/or prompts (distinct)")
+    parser.add_argument("--paces", default="together,random", help="together and/or random (0-3 s apart)")
+    parser.add_argument("--steps", type=int, default=3, help="Steps each page presses")
+    parser.add_argument("--pair", default="", help="pair folder (default: the shipped pair)")
+    parser.add_argument("--out", help="folder for summary.md and rows.json (default: print only)")
+    args = parser.parse_args(argv)
+    counts = [int(x) for x in args.pages.split(",") if x.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    paces = [p.strip() for p in args.paces.split(",") if p.strip()]
+    if set(modes) - {"link", "prompts"} or set(paces) - {"together", "random"} or args.steps < 1:
+        parser.error("modes are link and prompts, paces together and random, and --steps at least 1")
+    from playwright.sync_api import sync_playwright
+
+    expected = solo_rounds([q for mode in modes for q in links(mode, max(counts))], args.steps)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        for count in counts:
+            for mode in modes:
+                for pace in paces:
+                    row = scenario(browser, args.pair, count, mode, pace, args.steps, expected, Path(tmp))
+                    rows.append(row)
+                    print(json.dumps(row), file=sys.stderr, flush=True)
+        browser.close()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    report = (f"# Classroom load ({started}, {os.cpu_count()} CPUs)\n\n`python scripts/classroom_load.py "
+              f"--pages {args.pages} --modes {args.modes} --paces {args.paces} --steps {args.steps}`\n\n" + table(rows))
+    print(report)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.md").write_text(report)
+        (out / "rows.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

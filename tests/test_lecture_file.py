@@ -26,10 +26,9 @@ from taps.studio.lecture_file import (
     lecture_html,
     main,
     round_counters,
-    step_numbers,
 )
 from taps.studio.lesson import round_text
-from taps.studio.stepper import StepController
+from taps.studio.stepper import StepController, step_numbers
 
 EXPORTED = datetime(2026, 12, 5, 9, 30, tzinfo=timezone.utc)
 

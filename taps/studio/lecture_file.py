@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..config import DecodeConfig, run_label
-from ..eval.metrics import summarize
 from ..record import STAGES, Round
 from .layout import Plot, plot_for
 from .lesson import STAGE_TITLES, prompt_excerpt, round_text
-from .speed import profile_name, step_speed
-from .stepper import StepController, StepNumbers
+from .speed import profile_name
+from .stepper import StepController, step_numbers
 
 FILE_PLOT = plot_for(1240, 430, presenter=True)     # every figure's size: a 1280x720 window less the controls
 PACES = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0)              # autoplay's seconds a step, as on the page
@@ -46,20 +45,6 @@ KEYS = [("→ / ←", "next / previous round"), ("↓ / ↑", "next / previous s
 
 
 # ---------------------------------------------------------------------------- the counters
-def step_numbers(rounds: Sequence[Round], ar_rounds: Sequence[Round] = (), model_profile=None) -> StepNumbers:
-    """The Step page's counters over `rounds` (a run's rounds up to the one on view), as
-    `StepController.numbers` computes them. `ar_rounds`: the AR baseline's rounds as decoded, one
-    token each (the first as many as `rounds` committed are used; none for a saved run)."""
-    rounds = list(rounds)
-    summary = summarize(rounds)
-    ar = list(ar_rounds)[: max(summary.new_tokens, 1)] if rounds else []
-    last = rounds[-1] if rounds else None
-    return StepNumbers(rounds=summary.rounds, tokens=summary.new_tokens, tau_round=last.tau if last else 0,
-                       tau_mean=summary.tau, verified_round=last.verified_nodes if last else 0,
-                       waste_share=summary.waste_share, stage_shares=summary.stage_shares,
-                       speed=step_speed(rounds, ar, model_profile))
-
-
 def short_profile_label(profile) -> str:
     """A profile in a few words for the modelled counter's label ("2-core reference CPU")."""
     if profile is None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..config import DecodeConfig
 from ..eval.metrics import summarize
@@ -68,6 +68,21 @@ class StepNumbers:
     waste_share: float
     stage_shares: dict[str, float]
     speed: StepSpeed
+
+
+def step_numbers(rounds: Sequence[Round], ar_rounds: Sequence[Round] = (), model_profile=None) -> StepNumbers:
+    """The Step page's counters over `rounds` (a run's rounds up to the one on view), as
+    `StepController.numbers` and the offline lecture file (`lecture_file`) show them. `ar_rounds`:
+    the AR baseline's rounds as decoded, one token each (the first as many as `rounds` committed
+    are used; none for a saved run)."""
+    rounds = list(rounds)
+    summary = summarize(rounds)
+    ar = list(ar_rounds)[: max(summary.new_tokens, 1)] if rounds else []
+    last = rounds[-1] if rounds else None
+    return StepNumbers(rounds=summary.rounds, tokens=summary.new_tokens, tau_round=last.tau if last else 0,
+                       tau_mean=summary.tau, verified_round=last.verified_nodes if last else 0,
+                       waste_share=summary.waste_share, stage_shares=summary.stage_shares,
+                       speed=step_speed(rounds, ar, model_profile))
 
 
 Waiting = Callable[[int], None] | None      # told the jobs ahead of this page's, while it waits
@@ -298,13 +313,8 @@ class StepController:
     def numbers(self, model_profile=None) -> StepNumbers:
         """Counters over the rounds up to the one on view."""
         rounds = self.visible[: max(self.view, 0)]
-        summary = summarize(rounds)
-        ar_rounds = self._ar_rounds(summary.new_tokens) if self.live and self.baseline and rounds else []
-        last = rounds[-1] if rounds else None
-        return StepNumbers(rounds=summary.rounds, tokens=summary.new_tokens, tau_round=last.tau if last else 0,
-                           tau_mean=summary.tau, verified_round=last.verified_nodes if last else 0,
-                           waste_share=summary.waste_share, stage_shares=summary.stage_shares,
-                           speed=step_speed(rounds, ar_rounds, model_profile))
+        live = self.live and self.baseline is not None and rounds
+        return step_numbers(rounds, self._ar_rounds(summarize(rounds).new_tokens) if live else [], model_profile)
 
     def _ar_rounds(self, tokens: int) -> list[Round]:
         """The AR steps for the first `tokens` tokens, as far as decoded: at least AR_NOW of them at

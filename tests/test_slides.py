@@ -20,16 +20,15 @@ from taps.eval.prompts import example_by_id  # noqa: E402
 from taps.profiles import shipped_reference  # noqa: E402
 from taps.record import STAGES  # noqa: E402
 from taps.studio import export  # noqa: E402
-from taps.studio.app_state import load_pair_from_source  # noqa: E402
 from taps.studio.figures import round_tree_figure  # noqa: E402
 
 LIMIT_S = 120.0
 
 
 @pytest.fixture(scope="module")
-def shipped_run():
+def shipped_run(shipped_pair):
     """Three rounds of the `fib` example on the shipped pair at the default settings."""
-    pair = load_pair_from_source("", "cpu")
+    pair = shipped_pair
     _, profile, why = shipped_reference(pair)
     assert profile is not None, why
     prompt = example_by_id("fib")["prompt"]

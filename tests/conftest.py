@@ -47,10 +47,11 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def pytest_xdist_auto_num_workers(config) -> int:
+def pytest_xdist_auto_num_workers(config) -> int | None:
     """`-n auto`: one worker per core this process may run on (not pytest-xdist's physical-core
-    count, which needs psutil; a 2-vCPU machine gets two workers)."""
-    return usable_cores()
+    count, which needs psutil; a 2-vCPU machine gets two workers). PYTEST_XDIST_AUTO_NUM_WORKERS
+    still overrides it."""
+    return None if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") else usable_cores()
 
 
 def _selects(markexpr: str, marker: str) -> bool:

@@ -175,6 +175,28 @@ def taps_cache(tmp_path_factory):
     measure.profile_for, profiles.required_profile = real_measure, real_required
 
 
+@pytest.fixture(scope="session", autouse=True)
+def streamlit_components_scanned_once():
+    """Every new AppTest scans the metadata of every installed package for Streamlit components
+    (about 0.2 s of CPU each, some 50 apps a run); the installed packages do not change during a
+    run, so each test process scans once and every app gets that result."""
+    if "streamlit.testing.v1" not in sys.modules:      # no test module here uses AppTest
+        yield
+        return
+    from streamlit.components.v2 import manifest_scanner
+
+    real, found = manifest_scanner.scan_component_manifests, []
+
+    def scan_once(max_workers=None):
+        if not found:
+            found.append(real(max_workers))
+        return list(found[0])
+
+    manifest_scanner.scan_component_manifests = scan_once
+    yield
+    manifest_scanner.scan_component_manifests = real
+
+
 @pytest.fixture(scope="session")
 def tiny_pair_dir(tmp_path_factory) -> Path:
     from tiny import build_tiny_pair

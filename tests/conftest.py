@@ -16,9 +16,10 @@ from pathlib import Path
 # busy machine (a training run alongside) slows the tests down by its share, not many times over.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-# pytest.ini's `-n auto` runs the suite on one pytest-xdist worker per core (see
-# pytest_xdist_auto_num_workers): each worker computes with one torch thread, so the workers share
-# the cores instead of oversubscribing them. `-n 0` runs in this process with torch's default.
+# The default suite runs on one pytest-xdist worker per core (pytest_cmdline_main below): each
+# worker computes with one torch thread, so the workers share the cores instead of oversubscribing
+# them (and a torch thread apiece is faster on the tiny pairs anyway). `-n 0` runs in this process
+# with torch's default threads.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if XDIST_WORKER:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -127,7 +128,7 @@ def pytest_configure(config):
 def pytest_collection_finish(session):
     ready = os.environ.get(KERNELS_READY)
     if XDIST_WORKER and ready:
-        give_up = time.monotonic() + 600      # the controller died: compile here as without it
+        give_up = time.monotonic() + 600      # never for ever: past that, compile here as without it
         while not Path(ready).exists() and time.monotonic() < give_up:
             time.sleep(0.05)
 

@@ -177,25 +177,36 @@ def taps_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def streamlit_components_scanned_once():
+def apptests_share_what_a_server_shares():
     """Every new AppTest scans the metadata of every installed package for Streamlit components
-    (about 0.2 s of CPU each, some 50 apps a run); the installed packages do not change during a
-    run, so each test process scans once and every app gets that result."""
+    and compiles app.py and its page scripts afresh (with a new ScriptCache), about 0.3 s of CPU
+    an app, some 50 apps a run. A Streamlit server does both once for all its sessions; so do the
+    test processes here: one component scan each, and each script compiled once per content."""
     if "streamlit.testing.v1" not in sys.modules:      # no test module here uses AppTest
         yield
         return
+    from streamlit import config
     from streamlit.components.v2 import manifest_scanner
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 
-    real, found = manifest_scanner.scan_component_manifests, []
+    real_scan, found = manifest_scanner.scan_component_manifests, []
+    real_bytecode, compiled = ScriptCache.get_bytecode, {}
 
     def scan_once(max_workers=None):
         if not found:
-            found.append(real(max_workers))
+            found.append(real_scan(max_workers))
         return list(found[0])
 
-    manifest_scanner.scan_component_manifests = scan_once
+    def bytecode(self, script_path):
+        path = os.path.abspath(script_path)
+        key = (path, Path(path).read_bytes(), config.get_option("runner.magicEnabled"))
+        if key not in compiled:
+            compiled[key] = real_bytecode(self, script_path)
+        return compiled[key]
+
+    manifest_scanner.scan_component_manifests, ScriptCache.get_bytecode = scan_once, bytecode
     yield
-    manifest_scanner.scan_component_manifests = real
+    manifest_scanner.scan_component_manifests, ScriptCache.get_bytecode = real_scan, real_bytecode
 
 
 @pytest.fixture(scope="session")

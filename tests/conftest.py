@@ -62,16 +62,17 @@ def _selects(markexpr: str, marker: str) -> bool:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_cmdline_main(config):
-    """The default suite runs on one pytest-xdist worker per core (`-n auto`) unless the command
-    line chooses (`-n N`, `-n 0`, `--dist`, `-p no:xdist`). Runs that select the slow or browser
-    tests (`-m slow`, `-m browser`) stay in one process, as CI runs them: the slow suite's
-    training tests use every core themselves, and the browser tests start Streamlit servers and
-    Chromium and time a first click."""
+    """The default suite runs on one pytest-xdist worker per core (`-n auto --dist worksteal`: a
+    worker that runs out of tests takes some of the other's instead of idling while it finishes)
+    unless the command line chooses (`-n N`, `-n 0`, `--dist`, `-p no:xdist`). Runs that select
+    the slow or browser tests (`-m slow`, `-m browser`) stay in one process, as CI runs them: the
+    slow suite's training tests use every core themselves, and the browser tests start Streamlit
+    servers and Chromium and time a first click."""
     option = config.option
     if (config.pluginmanager.hasplugin("xdist") and not XDIST_WORKER and option.numprocesses is None
             and not option.tx and option.dist == "no" and not option.collectonly
             and not any(_selects(option.markexpr or "", m) for m in ("slow", "browser"))):
-        option.numprocesses = "auto"
+        option.numprocesses, option.dist = "auto", "worksteal"
     return (yield)
 
 

@@ -12,7 +12,7 @@
 # Options (or environment): --baseline REV (SPEED_GUARD_BASELINE), --candidate DIR
 # (SPEED_GUARD_CANDIDATE), --limit N prompts of examples-v1 (default: all 7), --max-new-tokens N
 # (64), --budgets LIST (8,16,32), --selectors LIST (ar,dflash,ddtree,taps), --keep DIR (keep the
-# four bench folders and logs there). PYTHON picks the interpreter (default: python on PATH).
+# bench folders and their logs there). PYTHON picks the interpreter (default: python on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd -P)

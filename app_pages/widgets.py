@@ -85,8 +85,14 @@ export default function(component) {
     pieces.push(piece);
   });
   box.replaceChildren(...pieces);
+  // the round on view kept in sight by scrolling the box alone (scrollIntoView would scroll the
+  // page too, and take the buttons, counters and tabs off the screen)
   const current = box.querySelector('.current');
-  if (current && box.scrollHeight > box.clientHeight) { current.scrollIntoView({block: 'nearest'}); }
+  if (current && box.scrollHeight > box.clientHeight) {
+    const outer = box.getBoundingClientRect(), inner = current.getBoundingClientRect();
+    if (inner.top < outer.top) box.scrollTop += inner.top - outer.top;
+    else if (inner.bottom > outer.bottom) box.scrollTop += Math.min(inner.bottom - outer.bottom, inner.top - outer.top);
+  }
 }
 """
 

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from stage_table import label, per_round  # noqa: E402
 
-from taps.eval.bench import finished_rows  # noqa: E402
+from taps.eval.bench_rows import finished_rows  # noqa: E402
 from taps.policies import policy  # noqa: E402
 
 SPEEDUP_FLOOR = 0.90     # candidate / baseline best speed-up over AR, at least

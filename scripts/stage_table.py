@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from taps.eval.bench import finished_rows  # noqa: E402
+from taps.eval.bench_rows import finished_rows  # noqa: E402
 from taps.eval.runner import Job, group_key  # noqa: E402
 from taps.record import STAGES  # noqa: E402
 

@@ -12,7 +12,7 @@ recur from one prompt's text to the next). 1.0 means nothing repeats; a loop dri
 
 --by-repetition splits the folder's prompts by their AR continuation's distinct-4-gram share of
 words (below the threshold: the target loops there) and gives every selector's tau and speed-up over
-AR in each part, computed as the bench computes its summary (taps.eval.bench.summarise) from the rows of
+AR in each part, computed as the bench computes its summary (taps.eval.bench_report.summarise) from the rows of
 that part only: how much of a pair's figure comes from text that repeats itself, which any drafter
 predicts easily. With --split-by FOLDER every folder's prompts are split by FOLDER's AR text
 instead of their own, so that two pairs' runs on the same prompts compare part by part on the same
@@ -33,7 +33,7 @@ from taps.eval.metrics import ngrams as grams  # noqa: E402
 
 
 def ar_rows(folder: Path) -> list[dict]:
-    from taps.eval.bench import finished_rows
+    from taps.eval.bench_rows import finished_rows
 
     return [r for r in finished_rows(folder) if r["selector"] == "ar"]
 
@@ -51,7 +51,8 @@ def quality(folder: Path) -> dict:
 
 
 def by_repetition(folder: Path, threshold: float, split_by: Path | None = None) -> str:
-    from taps.eval.bench import finished_rows, summarise
+    from taps.eval.bench_report import summarise
+    from taps.eval.bench_rows import finished_rows
 
     rows = finished_rows(folder)
     ids = {r["prompt_id"] for r in ar_rows(folder)}

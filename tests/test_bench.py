@@ -17,9 +17,9 @@ import pytest
 import torch
 from conftest import needs_humaneval, needs_png_export
 
+from taps import bench
+from taps import profile as taps_profile
 from taps.cost_model import LatencyProfile
-from taps.eval import bench
-from taps.eval import profile as taps_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -237,7 +237,7 @@ def test_torchrun_two_processes_match_one(bench_out, bench_args, tmp_path):
         env["GLOO_SOCKET_IFNAME"] = "lo"                             # keep gloo on loopback
     result = subprocess.run(
         [*launcher, "--nnodes", "1", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-         "--master_port", str(_free_port()), "-m", "taps.eval.bench", *bench_args, "--out", str(out)],
+         "--master_port", str(_free_port()), "-m", "taps.bench", *bench_args, "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = _rows(out)
@@ -377,7 +377,7 @@ def test_compare_pairs_rule_averages_the_unrounded_ratios_over_runs(tmp_path):
 def test_by_repetition_can_split_by_another_runs_ar_text(bench_out, tmp_path):
     """--split-by: the parts come from another folder's AR text (the old pair's, say), so that two
     runs of the same prompts compare on the same prompts; a folder lacking a prompt is refused."""
-    from taps.eval.bench import summarise
+    from taps.eval.bench_report import summarise
 
     tq = _text_quality()
     rows = _rows(bench_out)

@@ -16,9 +16,10 @@ import pytest
 from transformers import AutoTokenizer
 
 import taps.session
-from taps import load_pair
+from taps import bench, load_pair
 from taps.chat import chat_prompt_ids, chat_prompt_text, has_chat_template, has_thinking_switch
-from taps.eval import bench, cli
+from taps.eval import cli
+from taps.eval.bench_rows import fit_prompts
 from taps.eval.prompts import chat_format
 from taps.reference import greedy_continuation
 
@@ -166,15 +167,15 @@ def test_bench_chat_records_chat_and_refuses_a_plain_resume(chat_pair_dir, chat_
 
 def test_fit_prompts_with_chat_uses_the_template_ids(chat_pair_dir, chat_tokenizer, tiny_pair):
     pair = load_pair(chat_pair_dir, device="cpu")
-    kept, skipped = bench.fit_prompts(pair, [{"id": "a", "prompt": "hi"}, {"id": "b", "prompt": "x" * 300}], 4,
-                                      chat=True)
+    kept, skipped = fit_prompts(pair, [{"id": "a", "prompt": "hi"}, {"id": "b", "prompt": "x" * 300}], 4,
+                                chat=True)
     assert [p["id"] for p in kept] == ["a"] and [s["id"] for s in skipped] == ["b"]
     assert kept[0]["prompt"] == template_ids(chat_tokenizer, "hi", enable_thinking=False)
     assert kept[0]["text"] == "hi" and kept[0]["chat"] is True
-    plain, _ = bench.fit_prompts(pair, [{"id": "a", "prompt": "hi"}], 4)
+    plain, _ = fit_prompts(pair, [{"id": "a", "prompt": "hi"}], 4)
     assert plain[0]["prompt"] == "hi" and plain[0]["sha"] != kept[0]["sha"]
     with pytest.raises(ValueError, match="no chat template"):
-        bench.fit_prompts(tiny_pair, [{"id": "a", "prompt": "hi"}], 4, chat=True)
+        fit_prompts(tiny_pair, [{"id": "a", "prompt": "hi"}], 4, chat=True)
 
 
 def test_a_step_link_carries_chat(chat_pair_dir, tiny_pair):

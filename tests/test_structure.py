@@ -4,6 +4,8 @@
 - the engine (flat `taps/`) imports neither the app's logic (`taps.studio`) nor evaluation
   (`taps.eval`) nor training (`taps.train`); only the entry points (`python -m taps`, `taps.bench`,
   `taps.profile`) reach into `taps.eval`;
+- arrows point down: evaluation (`taps.eval`) imports nothing of the app's logic (`taps.studio`),
+  whose figures the bench's and profile's commands draw;
 - nothing under `taps/` imports streamlit;
 - no string literal equal to a registered policy name outside the registry (`taps/policies.py`):
   code asks the policy instead of comparing names;
@@ -97,6 +99,13 @@ def test_the_engine_imports_neither_studio_nor_eval_nor_train():
     engine = [m for m in MODULES if not m.startswith(APART) and m not in ENTRY_POINTS]
     assert "taps.session" in engine and "taps.selectors" in engine
     wrong = {m: sorted(d for d in GRAPH[m] if d.startswith(APART)) for m in engine}
+    assert {m: d for m, d in wrong.items() if d} == {}
+
+
+def test_evaluation_imports_nothing_of_the_app():
+    evaluation = [m for m in MODULES if m.startswith("taps.eval")]
+    assert "taps.eval.bench" in evaluation and "taps.eval.profile" in evaluation
+    wrong = {m: sorted(d for d in GRAPH[m] if d.startswith("taps.studio")) for m in evaluation}
     assert {m: d for m, d in wrong.items() if d} == {}
 
 

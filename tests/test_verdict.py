@@ -22,7 +22,7 @@ from transformers import Qwen3ForCausalLM
 
 import taps.session
 from taps import DecodeConfig, DecodeSession, load_pair
-from taps.eval import bench
+from taps.eval import bench_report
 from taps.eval.cli import main
 from taps.eval.runner import Job, aggregate, format_table, run_prompt
 from taps.policies import AR, DDTREE
@@ -160,7 +160,7 @@ def test_the_bench_rows_and_tables_carry_the_verdict(tie_pair, decodes):
     summary = aggregate(dicts)
     assert {s["selector"]: s["verdict"] for s in summary} == {AR.name: "yes", DDTREE.name: row.verdict}
     assert row.verdict in format_table(summary)
-    table = bench.summary_markdown(bench.summarise(dicts, [DDTREE.name]), _meta(tie_pair))
+    table = bench_report.summary_markdown(bench_report.summarise(dicts, [DDTREE.name]), _meta(tie_pair))
     assert f"| {row.verdict} | 1 |" in table and "| yes | 1 |" in table
 
 

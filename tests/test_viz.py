@@ -491,8 +491,8 @@ def test_bench_plots_share_the_app_style():
 
 def test_a_plot_that_cannot_be_rendered_is_written_as_html(tmp_path, monkeypatch, capsys):
     """No kaleido or browser: the bench and profile plots fall back to HTML with a warning, never an error."""
-    from taps.eval import bench
     from taps.studio import export
+    from taps.studio.plots import write_bench_plots
 
     def fail(*args, **kwargs):
         raise export.ExportError("the PNG export failed: no browser")
@@ -501,7 +501,7 @@ def test_a_plot_that_cannot_be_rendered_is_written_as_html(tmp_path, monkeypatch
     rows = [{"selector": "ar", "estimator": "none", "budget": 1, "mode": "", "tau": 1.0, "tokens_per_s": 50.0},
             {"selector": "ddtree", "estimator": "marginal", "budget": 4, "mode": "budget", "tau": 2.0,
              "tokens_per_s": 80.0}]
-    paths = bench.write_plots(rows, tmp_path, "a title")
+    paths = write_bench_plots(rows, tmp_path, "a title")
     assert [p.name for p in paths] == ["tau_vs_budget.html", "tokens_per_s_vs_budget.html"]
     assert all(p.exists() for p in paths) and not list(tmp_path.glob("*.png"))
     assert "tau_vs_budget.png not written (the PNG export failed: no browser)" in capsys.readouterr().err

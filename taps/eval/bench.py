@@ -17,7 +17,7 @@ Files written to --out:
     summary.csv            one row per selector x estimator x budget (`runner.aggregate`)
     summary.md             the table, machine, device, pair, date, and TAPS's speed-up over DFlash
                            and over DDTree at DDTree's best budget (ratios within this run)
-    tau_vs_budget.png, tokens_per_s_vs_budget.png   (not with --no-plots)
+    tau_vs_budget.png, tokens_per_s_vs_budget.png, reliability.png   (the command's; not with --no-plots)
     bench.json             the decode settings; a rerun into the folder with other settings is refused
 
 Resuming: a run whose (prompt_id, selector, estimator, budget) is already in the folder's rows
@@ -32,12 +32,15 @@ nccl on GPU, one GPU per process). Prompts go round-robin to ranks; each rank ap
 rows.rank<r>.jsonl while it runs; rank 0 gathers all rows and writes the outputs. Every speed-up
 stays a ratio of two runs in one process, but processes sharing CPU cores slow each other:
 compare ratios, not absolute tokens/s, between sweeps run with different process counts.
+
+This module is the sweep and its flags; its jobs apart: the rows and resuming (`bench_rows`), the
+summary and summary.md (`bench_report`), the processes (`group`). The command (`taps/bench.py`)
+adds the plots, drawn in the app's style (`taps.studio.plots`).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import os
@@ -46,20 +49,21 @@ import shlex
 import sys
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
-import numpy as np
 import pandas as pd
 import torch
 from tqdm import tqdm
 
 from ..config import DDTREE_MODES, TAPS_MODES, field_spec
 from ..cost_model import LatencyProfile
-from ..estimate import ESTIMATORS
-from ..policies import AR, DDTREE, DFLASH, REGISTRY, TAPS, Policy, label_policy, names
+from ..policies import REGISTRY, names
 from ..profiles import profile_path, saved_profile
 from . import measure
+from .bench_report import SUMMARY_COLUMNS, is_baseline, ratio_text, summarise, summary_markdown, taps_comparison
+from .bench_rows import AR_KEY, fit_prompts, pending_work, read_rows, row_key, row_order, write_rows
 from .cli import (
     _csv,
     add_chat_argument,
@@ -68,196 +72,18 @@ from .cli import (
     decode_config,
     load_from_args,
     load_profile,
-    run_command,
 )
-from .metrics import reliability_table, speedup
-from .prompts import SUITES, chat_format, suite_prompts
-from .runner import AR_JOB, Job, aggregate, format_table, group_key, plan_jobs, run_label, run_prompt, warm_up
+from .group import Group
+from .prompts import SUITES, suite_prompts
+from .runner import Job, format_table, plan_jobs, run_label, run_prompt, warm_up
 
-SUMMARY_COLUMNS = ["selector", "estimator", "budget", "mode", "tau", "tokens_per_s", "speedup_vs_ar", "speedup_p25",
-                   "speedup_p75", "waste_share", "select_share", "lossless", "verdict", "prompts", "expected_tau",
-                   "accepted_tau"]
 DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperature", "seed", "block_size",
                           "top_k", "beam_width", "pool_cap", "ignore_eos", "score_cap",
                           "threads", "chat", "calibration")
-AR_KEY = AR_JOB.key
-
-
-def _is_baseline(selector: str) -> bool:
-    """Whether rows of this selector are the baseline every speed-up divides by (AR)."""
-    found = label_policy(selector)
-    return found is not None and found.baseline
-
-
-# ---------------------------------------------------------------------------------------- prompts
-def fit_prompts(pair, prompts: list[dict], max_new_tokens: int, chat: bool = False) -> tuple[list[dict], list[dict]]:
-    """Split prompts into those that leave room for max_new_tokens in the context and the rest.
-    With `chat`, each prompt is first formatted by the tokenizer's chat template (`prompts.chat_format`:
-    "prompt" becomes its token ids, "text" keeps the text, and its sha is that of the ids)."""
-    ids = [p["id"] for p in prompts]
-    if len(set(ids)) != len(ids):
-        repeated = sorted({i for i in ids if ids.count(i) > 1})
-        raise ValueError(f"prompt ids must be unique (resuming matches rows by id): repeated {repeated[:5]}")
-    if chat:
-        prompts = chat_format(prompts, pair.tokenizer, pair.name)
-    kept, skipped = [], []
-    for prompt in prompts:
-        given = prompt["prompt"]                       # the text, or with `chat` its token ids
-        tokens = given if chat else pair.tokenizer.encode(given, add_special_tokens=False)
-        length = len(tokens)
-        if length == 0 or length + max_new_tokens > pair.max_context - 1:
-            skipped.append({"id": prompt["id"], "tokens": length})
-        else:
-            digest = json.dumps(tokens) if chat else given
-            kept.append({**prompt, "sha": hashlib.sha1(digest.encode()).hexdigest()[:12]})
-    return kept, skipped
-
-
-# ---------------------------------------------------------------------------------------- rows
-def row_key(row: dict) -> tuple:
-    return (row["prompt_id"], *group_key(row))
-
-
-def finished_rows(folder: Path) -> list[dict]:
-    """A finished bench folder's rows (rows.jsonl); FileNotFoundError saying how to regenerate them
-    when the folder has none (per-run rows are not kept in git)."""
-    path = Path(folder) / "rows.jsonl"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: per-run rows are not kept in git; rerun the command on the "
-                                f"'Command' line of {folder}/summary.md into a fresh folder (--out DIR)")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def read_rows(out: Path) -> dict[tuple, dict]:
-    """Rows already in the folder (rows.jsonl, then any rank journals); later rows win."""
-    rows: dict[tuple, dict] = {}
-    for path in [out / "rows.jsonl", *sorted(out.glob("rows.rank*.jsonl"))]:
-        if not path.exists():
-            continue
-        for n, line in enumerate(path.read_text().splitlines(), start=1):
-            try:
-                row = json.loads(line)
-                rows[row_key(row)] = row
-            except (json.JSONDecodeError, KeyError, TypeError):
-                print(f"warning: {path}:{n} is not a complete row (interrupted write?); it will be rerun",
-                      file=sys.stderr)
-    return rows
-
-
-def pending_work(prompts: list[dict], jobs: list[Job], done: set[tuple]) -> list[tuple[dict, list[Job]]]:
-    """Per prompt, the jobs not yet done for this prompt text; prompts with nothing left drop out."""
-    work = []
-    for prompt in prompts:
-        left = [job for job in jobs
-                if (prompt["id"], *job.key, prompt["sha"]) not in done]
-        ar_done = (prompt["id"], *AR_KEY, prompt["sha"]) in done
-        if left or not ar_done:
-            work.append((prompt, left))
-    return work
-
-
-def _order(prompts: list[dict], selectors: list[str]):
-    prompt_rank = {p["id"]: i for i, p in enumerate(prompts)}
-    selector_rank = {s: i for i, s in enumerate([AR.name, *selectors])}
-    estimator_rank = {e: i for i, e in enumerate(["none", *ESTIMATORS])}
-
-    def key(row: dict):
-        return (prompt_rank.get(row["prompt_id"], len(prompt_rank)), str(row["prompt_id"]),
-                selector_rank.get(row["selector"], len(selector_rank)),
-                estimator_rank.get(row["estimator"], len(estimator_rank)), int(row["budget"]),
-                row.get("mode") or "")
-    return key
-
-
-def write_rows(out: Path, rows: list[dict]) -> None:
-    tmp = out / "rows.jsonl.tmp"
-    with tmp.open("w") as fh:
-        for row in rows:
-            fh.write(json.dumps(row) + "\n")
-    os.replace(tmp, out / "rows.jsonl")
-    frame = pd.DataFrame(rows)
-    if "token_ids" in frame:
-        frame["token_ids"] = frame["token_ids"].map(json.dumps)
-    frame.to_csv(out / "rows.csv", index=False)
-
-
-# ---------------------------------------------------------------------------------------- summary
-def summarise(rows: list[dict], selectors: list[str]) -> list[dict]:
-    """runner.aggregate, ordered AR first, then the selectors as given, estimators, budgets.
-
-    Each group's speed-up divides its tokens/s by that of the AR runs its rows were paired with
-    (same prompt, same process): the same number as aggregate's when the sweep ran in one go, and
-    still a within-process ratio when a resumed sweep reran AR."""
-    selector_rank = {s: i for i, s in enumerate([AR.name, *selectors])}
-    estimator_rank = {e: i for i, e in enumerate(["none", *ESTIMATORS])}
-    summary = aggregate(rows)
-    for entry in summary:
-        key = (entry["selector"], entry["estimator"], entry["budget"], entry["mode"])
-        items = [r for r in rows if group_key(r) == key]
-        if not _is_baseline(entry["selector"]) and all("ar_time_s" in r for r in items):
-            ar_time = sum(r["ar_time_s"] for r in items)
-            ar_rate = sum(r["ar_new_tokens"] for r in items) / ar_time if ar_time > 0 else 0.0
-            entry["speedup_vs_ar"] = speedup(entry["tokens_per_s"], ar_rate)
-            per_prompt = [r["speedup_vs_ar"] for r in items if r.get("speedup_vs_ar") == r.get("speedup_vs_ar")]
-            if per_prompt:
-                entry["speedup_p25"], entry["speedup_p75"] = (float(np.percentile(per_prompt, q)) for q in (25, 75))
-    summary.sort(key=lambda r: (selector_rank.get(r["selector"], 99), estimator_rank.get(r["estimator"], 99),
-                                r["mode"], r["budget"]))
-    return summary
-
-
-def taps_comparison(summary: list[dict]) -> list[dict]:
-    """Per TAPS estimator: its best tokens/s (over its budgets and size choices) over DFlash's best
-    and over DDTree's best (over DDTree's budgets and size choices), and TAPS's best at that same
-    budget over DDTree there (all ratios within this run)."""
-    def of(run: Policy) -> list[dict]:
-        return [r for r in summary if label_policy(r["selector"]) is run]
-
-    def best(run: Policy, estimator: str | None = None) -> dict | None:
-        items = [r for r in of(run) if estimator in (None, r["estimator"])]
-        return max(items, key=lambda r: r["tokens_per_s"], default=None)
-
-    dflash, ddtree = best(DFLASH), best(DDTREE)
-    out = []
-    for estimator in dict.fromkeys(r["estimator"] for r in of(TAPS)):
-        taps = best(TAPS, estimator)
-        same = max((r for r in of(TAPS) if r["estimator"] == estimator
-                    and ddtree is not None and r["budget"] == ddtree["budget"]),
-                   key=lambda r: r["tokens_per_s"], default=None)
-        out.append({
-            "estimator": estimator, "taps_budget": taps["budget"], "taps_mode": taps["mode"],
-            "taps_tokens_per_s": taps["tokens_per_s"], "taps_tau": taps["tau"],
-            "taps_select_share": taps["select_share"],
-            "dflash_budget": dflash["budget"] if dflash else None,
-            "over_dflash": _ratio(taps, dflash),
-            "ddtree_budget": ddtree["budget"] if ddtree else None,
-            "ddtree_mode": ddtree["mode"] if ddtree else None,
-            "over_ddtree": _ratio(taps, ddtree),
-            "equal_budget_over_ddtree": _ratio(same, ddtree)})
-    return out
-
-
-def _ratio(run: dict | None, baseline: dict | None) -> float | None:
-    if run is None or baseline is None or baseline["tokens_per_s"] <= 0:
-        return None
-    return run["tokens_per_s"] / baseline["tokens_per_s"]
-
-
-def _modes(modes) -> str:
-    return ", ".join(f"'{m}'" for m in ([modes] if isinstance(modes, str) else modes))
-
-
-def _iqr(row: dict) -> str:
-    if "speedup_p25" not in row:
-        return "-"
-    return f"{row['speedup_p25']:.2f}-{row['speedup_p75']:.2f}x"
-
-
-def _times(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
 
 
 def machine_info(pair) -> dict:
+    """The machine summary.md names: CPU, cores, threads, OS, Python, torch, device, precision (GPU)."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -272,214 +98,6 @@ def machine_info(pair) -> dict:
     if pair.device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(pair.device)
     return info
-
-
-def summary_markdown(summary: list[dict], meta: dict) -> str:
-    machine, pair = meta["machine"], meta["pair"]
-    device = machine["device"] + (f" ({machine['gpu']})" if "gpu" in machine else "")
-
-    def millions(n: int) -> str:
-        return f"{n / 1e6:.2f}M" if n else "none"
-
-    lines = [f"# Benchmark: {meta['suite']} prompts, pair {pair['name']}", "",
-             f"- Date: {meta['date']}",
-             f"- Command: `{meta['command']}`",
-             f"- Machine: {machine['cpu']}, {machine['cores']} cores ({machine.get('threads', '?')} torch threads), "
-             f"{machine['os']}; Python {machine['python']}, "
-             f"torch {machine['torch']}",
-             f"- Device: {device}, {machine['dtype']}",
-             f"- Pair: {pair['name']}: target {millions(pair['target_params'])} parameters, drafter "
-             f"{millions(pair['drafter_params'])}, scorer {millions(pair['scorer_params'])}; block size "
-             f"{pair['block_size']}, context {pair['max_context']}",
-             f"- Prompts: {meta['prompts']} of {meta['suite_size']} in the suite"
-             + (f" (--limit {meta['limit']})" if meta["limit"] else "")
-             + (f"; {len(meta['skipped'])} skipped, too long to leave room for {meta['max_new_tokens']} new "
-                f"tokens in the context: {', '.join(str(s['id']) for s in meta['skipped'][:8])}"
-                + (" ..." if len(meta["skipped"]) > 8 else "") if meta["skipped"] else "")
-             + ("; chat-formatted (the tokenizer's chat template, thinking disabled)" if meta.get("chat") else
-                "; as plain text (no chat template)"),
-             f"- Decoding: up to {meta['max_new_tokens']} new tokens, temperature {meta['temperature']}, "
-             f"seed {meta['seed']}; TAPS reach calibration {meta.get('calibration', 'off')}; "
-             f"TAPS size choice {_modes(meta['taps_mode'])}, DDTree size choice "
-             f"{_modes(meta['ddtree_mode'])} (each size choice a run of its own, named in the size column)"
-             + (f", latency profile: {meta['profile_source']}" if meta["profile_source"] else ""),
-             f"- Processes: {meta['world_size']}"
-             + (" (torch.distributed; prompts split round-robin by rank; every speed-up compares runs in the "
-                "same process, but processes sharing cores slow each other, so absolute tokens/s are lower "
-                "than a single process's)" if meta["world_size"] > 1 else ""),
-             ]
-    if len(meta["run_ids"]) > 1:
-        lines.append(f"- Resumed: rows come from {len(meta['run_ids'])} runs ({', '.join(meta['run_ids'])}); "
-                     f"each speed-up pairs a run with the AR run of its prompt in the same process")
-    lines += ["", "## Results", "",
-              "| selector | estimator | budget | size | tau | tokens/s | speed-up vs AR | per-prompt speed-up (IQR) "
-              "| waste | select share | lossless (verdict against AR) | prompts |",
-              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
-    for r in summary:
-        lines.append(f"{_run_cells(r)} {r['tau']:.2f} | {r['tokens_per_s']:.1f} | "
-                     f"{r['speedup_vs_ar']:.2f}x | {_iqr(r)} | {100 * r['waste_share']:.1f}% | "
-                     f"{100 * r['select_share']:.1f}% | "
-                     f"{r.get('verdict') or ('yes' if r['lossless'] else 'NO')} | {r['prompts']} |")
-    comparison = taps_comparison(summary)
-    if comparison:
-        lines += ["", "## TAPS against DFlash and DDTree", "",
-                  "TAPS at its best budget and size choice, against DFlash at its best budget and DDTree at its best "
-                  "budget and size choice; the last column compares TAPS and DDTree at that same budget (equal "
-                  "budget, TAPS's best size choice there).", "",
-                  "| TAPS estimator | TAPS best | TAPS tokens/s | TAPS tau | TAPS select share | over DFlash "
-                  "| over DDTree at its best | TAPS over DDTree at DDTree's best budget |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|"]
-        for c in comparison:
-            dflash = f"{_times(c['over_dflash'])} (DFlash@{c['dflash_budget']})" if c["dflash_budget"] else "-"
-            ddtree = (f"{_times(c['over_ddtree'])} (DDTree@{c['ddtree_budget']}, {c['ddtree_mode']})"
-                      if c["ddtree_budget"] else "-")
-            lines.append(f"| {c['estimator']} | @{c['taps_budget']}, {c['taps_mode']} | {c['taps_tokens_per_s']:.1f} "
-                         f"| {c['taps_tau']:.2f} | {100 * c['taps_select_share']:.1f}% | {dflash} | {ddtree} "
-                         f"| {_times(c['equal_budget_over_ddtree'])} |")
-    lines += calibration_markdown(summary)
-    lines += ["", "All figures were measured in this run, each configuration once per prompt after a warm-up of "
-              "every configuration. Tokens/s counts the whole decoding loop (every round's step() wall clock, the "
-              "round record included; prefill excluded for every selector alike); speed-ups are ratios of tokens/s "
-              "on the same prompts, device and process, and their spread is the interquartile range of the "
-              "per-prompt ratios. tau = tokens committed per round; waste = share of verified "
-              "nodes under a rejected prefix; select share = pool + estimate + select time over total. "
-              "The oracle knows the target's continuation in hindsight: it bounds what any selector over the "
-              "same drafter output can reach.", ""]
-    return "\n".join(lines)
-
-
-def _run_cells(r: dict) -> str:
-    """A summary row's first four cells: selector, estimator (TAPS only), budget (not for AR) and size choice."""
-    run = label_policy(r["selector"])
-    budget = "-" if run is not None and run.baseline else str(r["budget"])
-    estimator = r["estimator"] if run is not None and run.uses_estimator else "-"
-    return f"| {r['selector']} | {estimator} | {budget} | {r.get('mode') or '-'} |"
-
-
-def reliability_series(summary: list[dict]) -> dict[str, list[dict]]:
-    """Per run label (budgets and size choices pooled), the reliability table of its verified nodes
-    (`metrics.reliability_table`); runs without an estimate of their own (AR, the oracle) left out."""
-    counts: dict[str, np.ndarray] = {}
-    for r in summary:
-        run = label_policy(r["selector"])
-        if run is None or run.baseline or run.hindsight or not r.get("reliability"):
-            continue
-        label = run_label(r["selector"], r["estimator"])
-        counts[label] = counts.get(label, 0) + np.asarray(r["reliability"], dtype=np.float64)
-    return {label: reliability_table(c) for label, c in counts.items()}
-
-
-def calibration_markdown(summary: list[dict]) -> list[str]:
-    """The summary's calibration sections: expected tau (1 + the summed reach of the verified nodes,
-    the selector's own prediction) against accepted tau (1 + the accepted draft nodes) per run, and
-    the reliability table per run label."""
-    runs = [r for r in summary if r.get("accepted_tau") and not _is_baseline(r["selector"])
-            and not getattr(label_policy(r["selector"]), "hindsight", False)]
-    if not runs:
-        return []
-    lines = ["", "## Calibration: expected against accepted tau", "",
-             "Expected tau is what the run predicted for each round before verifying it (1 + the summed reach "
-             "of the verified nodes: TAPS's calibrated estimate, the marginal product for DFlash and DDTree); "
-             "accepted tau is 1 + the draft nodes the target accepted (tau before a stop rule cuts the last "
-             "round); both round-weighted. Within 5% is the aim.", "",
-             "| selector | estimator | budget | size | expected tau | accepted tau | expected / accepted |",
-             "|---|---|---:|---|---:|---:|---:|"]
-    for r in runs:
-        lines.append(f"{_run_cells(r)} {r['expected_tau']:.2f} | {r['accepted_tau']:.2f} | "
-                     f"{r['expected_tau'] / r['accepted_tau']:.3f} |")
-    series = reliability_series(summary)
-    if series:
-        lines += ["", "## Reliability: predicted reach against accepted share", "",
-                  "Every verified draft node of the run label's runs (budgets and size choices pooled), binned by "
-                  "its predicted reach: the bin's mean prediction and the share the target accepted "
-                  "(`reliability.png` draws it).", "",
-                  "| run | reach | nodes | mean predicted | accepted share |", "|---|---|---:|---:|---:|"]
-        for label, table in series.items():
-            lines += [f"| {label} | {row['bin']} | {row['nodes']} | {row['predicted']:.3f} | {row['observed']:.3f} |"
-                      for row in table]
-    return lines
-
-
-def _series(summary: list[dict]) -> dict[str, list[dict]]:
-    """One line per selector (and estimator), per size choice where a selector ran several."""
-    several = {sel for sel in {r["selector"] for r in summary}
-               if len({r["mode"] for r in summary if r["selector"] == sel}) > 1}
-    series: dict[str, list[dict]] = {}
-    for r in summary:
-        if not _is_baseline(r["selector"]):
-            name = run_label(r["selector"], r["estimator"]) + (f" ({r['mode']})" if r["selector"] in several else "")
-            series.setdefault(name, []).append(r)
-    return series
-
-
-def write_plots(summary: list[dict], out: Path, title: str) -> list[Path]:
-    """tau and tokens/s against budget (log scale), AR as a dashed line, drawn in the app's style
-    (`taps.studio.figures.charts.budget_figure`: a selector has the same colour and symbol as in the
-    app) and written through the time-limited export (`taps.studio.export.save_images`, both in one
-    render): HTML instead of a PNG when kaleido or its browser is missing, none when plotly is not
-    installed (a bare GPU server). A plot never fails the sweep."""
-    try:
-        from ..studio.export import save_images
-        from ..studio.figures.charts import budget_figure
-    except ImportError:
-        print("warning: plotly is not installed; no plots written (rows and summary are complete)", file=sys.stderr)
-        return []
-
-    series = _series(summary)
-    ar = next((r for r in summary if _is_baseline(r["selector"])), None)
-    plots = (("tau", "tau (tokens per round)", "tau_vs_budget"), ("tokens_per_s", "tokens/s", "tokens_per_s_vs_budget"))
-    figs = [budget_figure(series, metric, label, title, baseline=None if ar is None else ar[metric])
-            for metric, label, _ in plots]
-    names = [name for _, _, name in plots]
-    reliability = reliability_series(summary)
-    if reliability:
-        from ..studio.figures.charts import reliability_figure
-
-        figs.append(reliability_figure(reliability, title))
-        names.append("reliability")
-    return save_images(figs, [out / f"{name}.png" for name in names], width=900, height=520, scale=2)
-
-
-# ---------------------------------------------------------------------------------------- processes
-class Group:
-    """This process's rank in a torch.distributed group (a group of one without torchrun)."""
-
-    def __init__(self, args):
-        self.world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.rank = int(os.environ.get("RANK", "0"))
-        self.dist = None
-        if self.world > 1:
-            import torch.distributed as dist
-
-            local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-            on_gpu = args.device.startswith("cuda") or (args.device == "auto" and torch.cuda.is_available())
-            if on_gpu:
-                if not torch.cuda.is_available():
-                    raise RuntimeError("device 'cuda' was asked for but no CUDA GPU is available; use --device cpu")
-                args.device = f"cuda:{local_rank % torch.cuda.device_count()}"
-                torch.cuda.set_device(torch.device(args.device))
-            dist.init_process_group("nccl" if on_gpu else "gloo", timeout=timedelta(hours=12))
-            self.dist = dist
-
-    def broadcast(self, value):
-        """Rank 0's value, on every rank."""
-        if self.dist is None:
-            return value
-        box = [value if self.rank == 0 else None]
-        self.dist.broadcast_object_list(box, src=0)
-        return box[0]
-
-    def gather(self, value) -> list | None:
-        """Every rank's value, as a list on rank 0 (None elsewhere)."""
-        if self.dist is None:
-            return [value]
-        boxes = [None] * self.world if self.rank == 0 else None
-        self.dist.gather_object(value, boxes, dst=0)
-        return boxes
-
-    def close(self) -> None:
-        if self.dist is not None and self.dist.is_initialized():
-            self.dist.destroy_process_group()
 
 
 def _settings(args, pair) -> dict:
@@ -520,10 +138,15 @@ def _sweep_profile(args, pair, max_budget: int) -> tuple[LatencyProfile | None, 
 
 
 # ---------------------------------------------------------------------------------------- the sweep
-def run_bench(args) -> int:
+Plots = Callable[[list[dict], Path, str], list[Path]]
+
+
+def run_bench(args, plots: Plots | None = None) -> int:
+    """The sweep the parsed flags describe; `plots(summary, folder, title)` writes its plots (rank 0,
+    not with --no-plots) and returns the files written."""
     group = Group(args)
     try:
-        return _sweep(args, group)
+        return _sweep(args, group, plots)
     finally:
         group.close()
 
@@ -611,7 +234,7 @@ def _run_prompts(group: Group, plan: _Plan, mine: list[tuple[dict, list[Job]]], 
 
             def record(run, prompt=prompt, baseline=baseline) -> None:
                 row = run.as_dict()
-                if _is_baseline(row["selector"]):
+                if is_baseline(row["selector"]):
                     baseline.update(ar_time_s=row["time_s"], ar_new_tokens=row["new_tokens"])
                 row.update(prompt_sha=prompt["sha"], run_id=run_id, rank=group.rank, chat=plan.chat, **baseline)
                 fh.write(json.dumps(row) + "\n")
@@ -632,7 +255,7 @@ def _merge_rows(args, plan: _Plan, gathered: list[list[dict]]) -> list[dict]:
     for part in gathered:
         for row in part:
             rows[row_key(row)] = row
-    ordered = sorted(rows.values(), key=_order(plan.chosen, args.selectors))
+    ordered = sorted(rows.values(), key=row_order(plan.chosen, args.selectors))
     write_rows(plan.out, ordered)
     for journal in plan.out.glob("rows.rank*.jsonl"):
         journal.unlink()
@@ -649,7 +272,7 @@ def _write_summary(args, group: Group, plan: _Plan, ordered: list[dict], profile
     pd.DataFrame(summary, columns=SUMMARY_COLUMNS).to_csv(plan.out / "summary.csv", index=False)
     meta = {"suite": plan.suite, "suite_size": plan.suite_size, "prompts": len(chosen), "limit": args.limit,
             "skipped": plan.skipped, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "command": " ".join(shlex.quote(a) for a in ["python", "-m", "taps.eval.bench", *args.argv]),
+            "command": " ".join(shlex.quote(a) for a in ["python", "-m", "taps.bench", *args.argv]),
             "machine": machine_info(plan.pair), "pair": plan.pair.describe(), "world_size": group.world,
             "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "seed": args.seed,
             "taps_mode": args.taps_mode, "ddtree_mode": args.ddtree_mode, "profile_source": profile_source,
@@ -665,14 +288,14 @@ def _report(args, plan: _Plan, ordered: list[dict], summary: list[dict], plots: 
           f"T={args.temperature}, up to {args.max_new_tokens} new tokens")
     print(format_table(summary))
     for c in taps_comparison(summary):
-        print(f"# TAPS/{c['estimator']}@{c['taps_budget']} ({c['taps_mode']}): {_times(c['over_dflash'])} DFlash, "
-              f"{_times(c['over_ddtree'])} DDTree at its best (@{c['ddtree_budget']}, {c['ddtree_mode']}), "
-              f"{_times(c['equal_budget_over_ddtree'])} at that same budget")
+        print(f"# TAPS/{c['estimator']}@{c['taps_budget']} ({c['taps_mode']}): {ratio_text(c['over_dflash'])} DFlash, "
+              f"{ratio_text(c['over_ddtree'])} DDTree at its best (@{c['ddtree_budget']}, {c['ddtree_mode']}), "
+              f"{ratio_text(c['equal_budget_over_ddtree'])} at that same budget")
     print(f"# wrote {len(ordered)} rows, summary.csv, summary.md{''.join(', ' + p.name for p in plots)} "
           f"to {plan.out}")
 
 
-def _sweep(args, group: Group) -> int:
+def _sweep(args, group: Group, plots: Plots | None) -> int:
     plan = _plan(args)
     done, run_id = _resume(group, plan, _settings(args, plan.pair))
     work = pending_work(plan.chosen, plan.jobs, done)
@@ -690,9 +313,9 @@ def _sweep(args, group: Group) -> int:
         return 0
     ordered = _merge_rows(args, plan, gathered)
     summary = _write_summary(args, group, plan, ordered, profile_source)
-    plots = [] if args.no_plots else write_plots(summary, plan.out,
-                                                 f"{plan.suite}, {plan.pair.name} on {plan.pair.device}")
-    _report(args, plan, ordered, summary, plots)
+    written = [] if args.no_plots or plots is None else plots(summary, plan.out,
+                                                               f"{plan.suite}, {plan.pair.name} on {plan.pair.device}")
+    _report(args, plan, ordered, summary, written)
     return 0
 
 
@@ -733,14 +356,5 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    if not args.budgets or not args.selectors:
-        print("error: give at least one budget and one selector", file=sys.stderr)
-        return 2
-    return run_command(run_bench, args)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit("the bench command is `python -m taps.bench` (this module is its sweep)")

@@ -10,7 +10,8 @@ per-round costs over a real decode (`measure.measure_profile`; CUDA events on a 
     verify_latency.png   verify time against tree size, the drafter pass as a dashed line
     profile.json         the profile itself
 and saves the profile at `taps.profiles.profile_path(pair)` (per pair contents, device, precision and
-thread count), where the cost-aware size choice of TAPS and DDTree reads it.
+thread count), where the cost-aware size choice of TAPS and DDTree reads it. This module measures and
+writes the tables; the command (`taps/profile.py`) adds the plot (`taps.studio.plots`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import torch
 
 from ..cost_model import LatencyProfile
 from ..profiles import profile_path
-from .cli import add_pair_arguments, load_from_args, run_command
+from .cli import add_pair_arguments, load_from_args
 from .measure import measure_and_save
 
 
@@ -41,20 +43,9 @@ def costs_frame(profile: LatencyProfile) -> pd.DataFrame:
                          "ar_step_ms": 1000 * profile.ar_step_s})
 
 
-def write_plot(profile: LatencyProfile, path: Path) -> Path | None:
-    """verify ms against tree size, drawn in the app's style (`taps.studio.figures.charts`) and
-    written through the time-limited export (`taps.studio.export.save_image`): HTML instead of a PNG
-    when kaleido or its browser is missing, none when plotly is not installed (a bare GPU server)."""
-    try:
-        from ..studio.export import save_image
-        from ..studio.figures.charts import verify_latency_figure
-    except ImportError:
-        print("warning: plotly is not installed; no plot written (the CSV and JSON are complete)", file=sys.stderr)
-        return None
-    return save_image(verify_latency_figure(profile), path, width=900, height=520, scale=2)
-
-
-def run_profile(args) -> int:
+def run_profile(args, plot: Callable[[LatencyProfile, Path], Path | None] | None = None) -> int:
+    """Measure and save the profile the parsed flags describe, write the CSVs and profile.json to
+    --out; `plot(profile, path)` draws verify_latency.png (the command's, `taps/profile.py`)."""
     if args.max_nodes < 1:
         raise ValueError(f"--max-nodes must be at least 1, got {args.max_nodes}")
     if args.context < 0 or args.repeats < 1:
@@ -73,14 +64,14 @@ def run_profile(args) -> int:
     frame.to_csv(out / "verify_latency.csv", index=False)
     round_costs.to_csv(out / "round_costs.csv", index=False)
     profile.save(out / "profile.json")
-    plot = write_plot(profile, out / "verify_latency.png")
+    image = plot(profile, out / "verify_latency.png") if plot is not None else None
     print(frame.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(round_costs.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"# {torch.get_num_threads()} threads; drafter pass {1000 * profile.draft_s:.3f} ms; AR round "
           f"{1000 * profile.ar_step_s:.3f} ms; verify grows "
           f"{frame['verify_ms'].iloc[-1] / max(frame['verify_ms'].iloc[0], 1e-9):.1f}x from size "
           f"{profile.sizes[0]} to {profile.sizes[-1]}")
-    written = ", ".join(["verify_latency.csv", "round_costs.csv", *([plot.name] if plot else []), "profile.json"])
+    written = ", ".join(["verify_latency.csv", "round_costs.csv", *([image.name] if image else []), "profile.json"])
     print(f"# wrote {written} to {out}; sessions read the profile from {profile_path(pair)}")
     return 0
 
@@ -96,9 +87,5 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_command(run_profile, build_parser().parse_args(argv))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit("the profile command is `python -m taps.profile` (this module is its measurement)")

@@ -17,6 +17,8 @@ from taps.flags import range_text
 from taps.studio import speed
 from taps.studio.app_state import default_pair_source, describe_source, load_pair_from_source
 from taps.studio.layout import LABEL_SIZES, Plot, plot_for
+from taps.studio.page_profile import PageProfile
+from taps.studio.page_profile import page_profile as find_page_profile
 
 DEVICES = ("auto", "cpu", "cuda")
 OWN_PROMPT = "(type your own)"
@@ -280,6 +282,8 @@ def current_pair(stop: bool = True) -> ModelPair | None:
 OVERRIDE = "_profile_override"   # a profile id a link asked for (use_profile)
 ROOFLINE = "roofline"            # the "Model the speed on" choice whose device and model are picked below it
 SHAPES = "measured shape"        # the choice whose shape profile (assets/profiles, measured-shape) is picked below it
+PROFILE_PAGES = ("Step through", "Race and sweep", "Failure cases")    # the pages whose runs a profile sizes
+BANNER_DRAWN = "_profile_banner_drawn"
 
 
 def profile_limit(pair: ModelPair) -> int:
@@ -288,39 +292,14 @@ def profile_limit(pair: ModelPair) -> int:
     return speed.profile_limit(pair)
 
 
-def machine_profile(pair: ModelPair | None, budget: int = 0):
-    """This machine's saved latency profile for `pair` (never measured here), covering trees of
-    `budget` nodes as far as the pair can verify them: (profile, why not). Decisions read
-    `run_profile`, which falls back to the shipped reference."""
-    return speed.resolve_profile(pair, speed.MACHINE, budget)
-
-
 def use_profile(profile_id: str | None) -> None:
     """Size this browser session's trees from the profile `profile_id` names (a link's `profile=`),
     or, with None or "", go back to the default (this machine's, else the shipped reference)."""
     st.session_state[OVERRIDE] = profile_id or None
 
 
-def run_profile(pair: ModelPair | None, budget: int = 0):
-    """(profile, id) runs size their trees from: a link's override when it applies to this pair,
-    else this machine's saved profile, else the shipped reference measured for this very pair;
-    (None, "") only when none exists."""
-    override = st.session_state.get(OVERRIDE)
-    if override and pair is not None:
-        profile, why = speed.resolve_profile(pair, override, budget)
-        if profile is not None:
-            return profile, override
-        st.session_state["_profile_override_why"] = why
-    profile, profile_id, _ = speed.default_profile(pair, budget)
-    return profile, profile_id
-
-
-def profile_label(profile_id: str) -> str:
-    """A profile id in a few words, to name on a page what its figures and trees used."""
-    return speed.profile_label(profile_id)
-
-
-def _modelled_id(pair: ModelPair | None) -> str:
+def _what_if_id(pair: ModelPair | None) -> str | None:
+    """The sidebar's "Model the speed on" choice as a profile id; None for the runs' own."""
     choice = st.session_state.get("model_profile", THIS_MACHINE)
     if choice == ROOFLINE:
         return roofline.profile_id(st.session_state.get("roofline_device", "h200"),
@@ -328,27 +307,38 @@ def _modelled_id(pair: ModelPair | None) -> str:
     if choice == SHAPES:
         shapes = speed.shape_profiles()
         chosen = st.session_state.get("shape_profile")
-        return chosen if chosen in shapes else next(iter(shapes), "")
-    if choice != THIS_MACHINE:
-        return choice
-    return run_profile(pair)[1]
+        return chosen if chosen in shapes else next(iter(shapes), None)
+    return None if choice == THIS_MACHINE else choice
+
+
+def page_profile(pair: ModelPair | None, budget: int = 0) -> PageProfile:
+    """This page's profiles, one per role (`taps.studio.page_profile`): trees sized from a link's
+    profile when one is in force and applies, else this machine's, else the shipped reference;
+    every modelled figure priced by the sidebar's what-if, else by that same profile."""
+    return find_page_profile(pair, budget, st.session_state.get(OVERRIDE), _what_if_id(pair))
+
+
+def run_profile(pair: ModelPair | None, budget: int = 0):
+    """(profile, id) runs size their trees from (`page_profile`'s sizing role); (None, "") only when
+    none exists."""
+    found = page_profile(pair, budget)
+    return found.sizing, found.sizing_id
 
 
 def model_profile(pair: ModelPair | None):
-    """The profile modelled speed-ups are computed with: the one runs use, a shipped reference of
-    this pair, or a roofline estimate (never mixed: one profile prices a whole figure)."""
-    profile_id = _modelled_id(pair)
-    if not profile_id or pair is None:
-        return None
-    return speed.resolve_profile(pair, profile_id)[0]
+    """The profile every modelled figure of the page is priced by (`page_profile`'s modelled role):
+    the runs' own, or the sidebar's what-if (never mixed: one profile prices a whole page)."""
+    return page_profile(pair).model
 
 
-def short_profile_name() -> str:
-    """The chosen model profile in a few words, for metric labels ("this machine", "reference CPU",
-    "roofline H200 × Qwen3-8B")."""
-    pair = _try_load(st.session_state.get("pair_source", default_pair_source()),
-                     st.session_state.get("pair_device", "auto"))[0]
-    profile_id = _modelled_id(pair)
+def profile_label(profile_id: str) -> str:
+    """A profile id in a few words, to name on a page what its figures and trees used."""
+    return speed.profile_label(profile_id)
+
+
+def short_label(profile_id: str) -> str:
+    """A profile id in a few words for a metric's label ("this machine", "reference CPU", "roofline
+    H200 × Qwen3-8B")."""
     if profile_id == speed.MACHINE:
         return THIS_MACHINE
     if profile_id.startswith(roofline.PREFIX):
@@ -357,6 +347,42 @@ def short_profile_name() -> str:
     if profile_id in shapes:
         return speed.shape_option(shapes[profile_id]) + " (measured shape)"
     return "reference CPU" if "cpu" in profile_id else "-".join(profile_id.split("-")[:2])
+
+
+def short_profile_name() -> str:
+    """The profile the page's modelled figures use, in a few words (`short_label`)."""
+    pair = _try_load(st.session_state.get("pair_source", default_pair_source()),
+                     st.session_state.get("pair_device", "auto"))[0]
+    return short_label(page_profile(pair).model_id)
+
+
+def _back_to_default() -> None:
+    use_profile(None)
+
+
+def profile_banner(pair: ModelPair | None) -> None:
+    """On a page whose runs a profile sizes: when a link's (or a challenge card's) profile sizes this
+    browser session's trees, say so, with what a 64-node tree costs on it and on the default, and
+    offer to go back; when a link's profile does not apply here, say why. Drawn once per run."""
+    state = st.session_state
+    if state.get(BANNER_DRAWN) or not state.get(OVERRIDE) or pair is None:
+        return
+    state[BANNER_DRAWN] = True
+    found = page_profile(pair)
+    default = ("this machine's profile" if found.default_id == speed.MACHINE else
+               f"the {short_label(found.default_id)}" if found.default_id else "no profile")
+    row = st.container(horizontal=True, vertical_alignment="center", gap="small", key="profile_banner")
+    if found.link_id:
+        ratios = f"verify(64) / verify(1) = {roofline.ratio(found.sizing):.2f} there"
+        if found.default is not None:
+            ratios += f", {roofline.ratio(found.default):.2f} on {default}"
+        row.info(f"A link set this session's latency profile: trees are sized from "
+                 f"**{profile_label(found.link_id)}** ({ratios}), not from {default}.", icon=":material/link:")
+    else:
+        row.warning(f"The link's latency profile {state[OVERRIDE]} does not apply here ({found.link_problem}): "
+                    f"trees are sized from {default}.")
+    row.button(f"Back to {default}", key="profile_back", on_click=_back_to_default,
+               help="Size trees from this browser's default profile again (on every page)")
 
 
 def _references(pair_name: str | None) -> dict:
@@ -398,18 +424,19 @@ def _measure_progress(pair: ModelPair) -> None:
         st.progress(job.share, text=f"Measuring this machine in the background: {job.text}")
 
 
-def _measure_controls(pair: ModelPair, profile, profile_id: str) -> None:
+def _measure_controls(pair: ModelPair, found: PageProfile) -> None:
     job = speed.measure_job(pair)
     if job is not None and not job.done:
         _measure_progress(pair)
         return
     _finished(job)
-    if profile_id == speed.MACHINE:
+    profile = found.sizing
+    if found.sizing_id == speed.MACHINE:
         st.caption(f"This machine: measured {profile.measured_at or 'at an unknown time'}, {profile.repeats} repeats, "
                    f"trees up to {max(profile.sizes)} nodes. Every run reads it, so a demo replays.")
-    elif profile is not None:
+    elif profile is not None and not found.link_id:        # the shipped reference, until this machine's is measured
         st.caption(speed.MEASURE_REASON[0].upper() + speed.MEASURE_REASON[1:] + ".")
-    label = "Re-measure latency profile" if profile_id == speed.MACHINE else "Measure latency profile"
+    label = "Re-measure latency profile" if found.default_id == speed.MACHINE else "Measure latency profile"
     if st.button(label, key="profile_measure_button", width="stretch",
                  help="Measures this machine's own profile in the background (about a minute): the lecture goes on, "
                       "and runs switch to it when it is saved. Timings taken while the app decodes are slower: "
@@ -478,11 +505,12 @@ def _roofline_pickers(pair: ModelPair | None) -> None:
 
 def _ratio_caption(pair: ModelPair | None, lead: str, tail: str = "", help: str | None = None) -> None:
     """verify(64) / verify(1) of the what-if's profile, beside the runs' own where that is measured."""
-    chosen, (measured, run_id) = model_profile(pair), run_profile(pair)
-    if chosen is not None:
-        against = (f"; {roofline.ratio(measured):.2f} on {profile_label(run_id)}"
-                   if measured is not None and measured.kind == "measured" else "")
-        st.caption(f"{lead}: verify(64) / verify(1) = {roofline.ratio(chosen):.2f} there{against}{tail}.", help=help)
+    found = page_profile(pair)
+    if found.model is not None:
+        against = (f"; {roofline.ratio(found.sizing):.2f} on {profile_label(found.sizing_id)}"
+                   if found.sizing is not None and found.sizing.kind == "measured" else "")
+        st.caption(f"{lead}: verify(64) / verify(1) = {roofline.ratio(found.model):.2f} there{against}{tail}.",
+                   help=help)
 
 
 def _shape_picker(pair: ModelPair | None, shapes: dict) -> None:
@@ -503,22 +531,21 @@ def profile_sidebar(pair: ModelPair | None) -> None:
     """Which profile the runs' trees and the modelled figures use (named, always), measuring this
     machine's own in the background, and the what-if profiles."""
     st.subheader("Latency profile")
-    profile, profile_id = run_profile(pair)
+    found = page_profile(pair)
     if pair is not None:
-        if profile is None:
+        if found.sizing is None:
             st.info(f"No latency profile for {pair.name} on this device yet, and none is shipped for it: TAPS's "
                     "cost mode needs one (measuring takes about a minute), its reach mode does not.")
         else:
-            st.caption(f"**In use:** {profile_label(profile_id)}.", help=speed.profile_name(profile))
-        why = st.session_state.pop("_profile_override_why", None)
-        if st.session_state.get(OVERRIDE) and why:
-            st.caption(f"The link's profile {st.session_state[OVERRIDE]} does not apply here ({why}).")
+            st.caption(f"**In use:** {profile_label(found.sizing_id)}.", help=speed.profile_name(found.sizing))
+        if st.session_state.get(OVERRIDE) and found.link_problem:
+            st.caption(f"The link's profile {st.session_state[OVERRIDE]} does not apply here ({found.link_problem}).")
         if st.session_state.get(OVERRIDE) and st.button("Use this machine's default profile", key="profile_default"):
             use_profile(None)
             st.rerun()
-        _measure_controls(pair, profile, profile_id)
+        _measure_controls(pair, found)
         _profile_notices()
-    _model_the_speed(pair, profile_id)
+    _model_the_speed(pair, found.sizing_id)
     others = {name: p.pair for name, p in _references(None).items()
               if name not in _pair_references(pair) and p.kind != speed.SHAPE_KIND}
     if pair is not None and others:
@@ -574,6 +601,7 @@ def frame(pages: list) -> st.navigation:
     restore_kept()
     if "presenter" not in state:             # a link's presenter=1 opens the lecture in presenter mode
         state["presenter"] = st.query_params.get("presenter") == "1"
+    state[BANNER_DRAWN] = False
     state.setdefault("label_size", "M")
     keep("presenter", "label_size")
     on_stage = presenter()
@@ -597,4 +625,6 @@ def frame(pages: list) -> st.navigation:
         pair, _ = _try_load(state["pair_source"], state["pair_device"])
         profile_sidebar(pair)
         app_widgets.viewport()
+    if page.title in PROFILE_PAGES:          # a link's profile set earlier in this session: said on top
+        profile_banner(pair)
     return page

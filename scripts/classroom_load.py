@@ -156,8 +156,8 @@ def solo_rounds(pages: list[tuple[str, dict]], steps: int) -> dict[str, list[tup
     from taps.config import DecodeConfig
     from taps.eval.prompts import example_prompts
     from taps.studio.link import page_defaults, parse_step_link
+    from taps.studio.page_profile import page_profile
     from taps.studio.serve import SharedRuns
-    from taps.studio.speed import default_profile
     from taps.studio.stepper import StepController
 
     pair = load_pair()
@@ -169,7 +169,7 @@ def solo_rounds(pages: list[tuple[str, dict]], steps: int) -> dict[str, list[tup
         params = {k: [v] for k, v in {**given, **SETTINGS}.items()}
         link, _ = parse_step_link(params, example_prompts(), defaults, pair)
         config = DecodeConfig(**link.settings)
-        profile, _, _ = default_profile(pair, config.budget)
+        profile = page_profile(pair, config.budget).sizing
         ctrl = StepController(runs=SharedRuns())
         ctrl.advance(pair, link.prompt, config, profile, rounds=steps)
         tokens, rows = 0, []
@@ -206,7 +206,9 @@ def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, e
             for page in pages:
                 delay = 1500 + (int(rng.uniform(0, 3000)) if pace == "random" else 0)
                 page.evaluate(ARM_CLICK, now + delay)
-            for page in pages:
+            for page, (query, _) in zip(pages, pages_of):
+                if number > len(expected[query]):   # this link's run ended before this round
+                    continue
                 page.wait_for_function(f"'{number}' in window.__seen", polling=100, timeout=300_000)
                 clicked = page.evaluate("window.__clicked")
                 seen = page.evaluate(f"window.__seen['{number}']")

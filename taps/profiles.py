@@ -79,21 +79,25 @@ def same_pair(profile: LatencyProfile, pair) -> bool:
     return not measured_for or not getattr(pair, "fingerprint", "") or measured_for == pair.fingerprint
 
 
-def shipped_references(pair) -> dict[str, LatencyProfile]:
-    """The shipped measured profiles (assets/profiles/reference-*.json) of this very pair, by id."""
-    return {name: profile for name, profile in reference_profiles(pair.name).items()
+def shipped_references(pair, shipped: dict[str, LatencyProfile] | None = None) -> dict[str, LatencyProfile]:
+    """The shipped measured profiles (assets/profiles/reference-*.json) of this very pair, by id;
+    `shipped`: the shipped profiles by id when the caller has read them already."""
+    shipped = reference_profiles(pair.name) if shipped is None else shipped
+    return {name: profile for name, profile in shipped.items()
             if name.startswith(REFERENCE_PREFIX) and profile.kind == "measured" and same_pair(profile, pair)}
 
 
-def shipped_reference(pair) -> tuple[str, LatencyProfile | None, str]:
+def shipped_reference(pair, shipped: dict[str, LatencyProfile] | None = None) -> tuple[str, LatencyProfile | None, str]:
     """The shipped reference profile of this pair, for runs before this machine's own is measured:
-    (id, profile, "") or ("", None, why not)."""
-    found = shipped_references(pair)
+    (id, profile, "") or ("", None, why not). `shipped` as in `shipped_references`."""
+    shipped = reference_profiles(pair.name) if shipped is None else shipped
+    found = shipped_references(pair, shipped)
     if found:
         name = sorted(found)[0]
         return name, found[name], ""
-    others = [name for name, p in reference_profiles(pair.name).items() if name.startswith(REFERENCE_PREFIX)]
+    others = [name for name, p in shipped.items() if name.startswith(REFERENCE_PREFIX) and p.pair == pair.name]
     if others:
-        return "", None, (f"the shipped reference profile{'s' if len(others) > 1 else ''} {', '.join(others)} "
-                          f"{'were' if len(others) > 1 else 'was'} measured for other files named {pair.name}")
+        return "", None, (f"no reference profile is shipped for these files of {pair.name}: "
+                          f"{', '.join(others)} {'were' if len(others) > 1 else 'was'} measured for other files "
+                          "under that name")
     return "", None, f"no reference profile is shipped for {pair.name}"

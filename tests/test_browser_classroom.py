@@ -48,8 +48,8 @@ def solo_rounds() -> list[tuple[int, int]]:
     from taps.config import DecodeConfig
     from taps.eval.prompts import example_prompts
     from taps.studio.link import page_defaults, parse_step_link
+    from taps.studio.page_profile import default_profile
     from taps.studio.serve import SharedRuns
-    from taps.studio.speed import default_profile
     from taps.studio.stepper import StepController
 
     pair = load_pair()

@@ -150,7 +150,7 @@ def test_runs_use_this_machine_s_profile_else_the_shipped_reference_of_the_very_
     """The first click works: with no saved profile, the shipped reference of this pair (same name and
     files) sizes the trees; once this machine's is saved, runs use it; a pair under the same name but
     other files, or another pair, gets none of them."""
-    from taps.studio import speed
+    from taps.studio import page_profile, speed
 
     monkeypatch.setenv("TAPS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(cost_model, "REFERENCE_PROFILES", tmp_path)
@@ -160,17 +160,17 @@ def test_runs_use_this_machine_s_profile_else_the_shipped_reference_of_the_very_
     shipped.save(tmp_path / "reference-cpu-tiny.json")
     replace(shipped, pair="another-pair").save(tmp_path / "reference-cpu-other.json")
     try:
-        profile, profile_id, why = speed.default_profile(tiny_pair_f32, budget=32)
+        profile, profile_id, why = page_profile.default_profile(tiny_pair_f32, budget=32)
         assert profile_id == "reference-cpu-tiny" and not why and profile == shipped
         assert "measured on the cpu" in speed.profile_name(profile) and "measured profile" in \
             speed.profile_label(profile_id)
         assert "measured for another-pair" in speed.resolve_profile(tiny_pair_f32, "reference-cpu-other")[1]
         mine = conftest.fixed_profile(tiny_pair_f32)
         mine.save(profile_path(tiny_pair_f32))
-        assert speed.default_profile(tiny_pair_f32, budget=32)[:2] == (mine, speed.MACHINE)
+        assert page_profile.default_profile(tiny_pair_f32, budget=32)[:2] == (mine, speed.MACHINE)
         profile_path(tiny_pair_f32).unlink()
         retrained = replace(tiny_pair_f32, fingerprint="other-files")
-        profile, profile_id, why = speed.default_profile(retrained, budget=32)
+        profile, profile_id, why = page_profile.default_profile(retrained, budget=32)
         assert profile is None and profile_id == "" and "no reference profile is shipped for" in why
         assert "no shipped profile is called" in speed.resolve_profile(tiny_pair_f32, "reference-none")[1]
     finally:
@@ -195,7 +195,7 @@ def test_measuring_in_the_background_runs_once_reports_progress_and_failures(tin
     the job with a message instead of an exception."""
     import threading
 
-    from taps.studio import speed
+    from taps.studio import page_profile, speed
 
     monkeypatch.setenv("TAPS_CACHE", str(tmp_path))
     release, calls = threading.Event(), []
@@ -220,7 +220,7 @@ def test_measuring_in_the_background_runs_once_reports_progress_and_failures(tin
             break
         threading.Event().wait(0.05)
     assert job.done and not job.error and job.share == 1.0 and calls == [speed.profile_limit(tiny_pair_f32)]
-    assert speed.default_profile(tiny_pair_f32)[1] == speed.MACHINE
+    assert page_profile.default_profile(tiny_pair_f32)[1] == speed.MACHINE
 
     def broken(pair, max_nodes, progress):
         raise RuntimeError("no memory left")

@@ -19,7 +19,7 @@ from taps.cost_model import LatencyProfile, default_sizes
 from taps.eval import shape_profile
 from taps.paths import PROFILES_DIR, ROOT
 from taps.policies import AR
-from taps.studio import speed
+from taps.studio import page_profile, speed
 
 CONTEXTS = (32, 96)
 MAX_NODES = 32
@@ -176,7 +176,7 @@ def test_the_what_if_offers_measured_shapes_for_any_pair(shipped_shapes, tiny_pa
     assert speed.profile_name(profile) == label
     assert "costs of a tiny Qwen3-4B-shaped target on a CPU" in speed.profile_label(ids()[0])
     # the runs' default never becomes a shape profile
-    assert speed.default_profile(tiny_pair)[1] not in shapes
+    assert page_profile.default_profile(tiny_pair)[1] not in shapes
     # this pair's rounds priced at the shape's costs: tau x t_AR / (overhead + verify(nodes))
     row = {"round_counts": [[3, 16], [5, 32]], "selector": "ddtree", "estimator": "marginal"}
     modelled = speed.modelled_of(row, profile)

@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..config import add_config_flags, config_from_args
     from ..eval.prompts import example_by_id
     from .app_state import load_pair_from_source
-    from .speed import default_profile, resolve_profile
+    from .page_profile import page_profile
 
     parser = argparse.ArgumentParser(prog="python -m taps.studio.lecture_file", description=(
         "Decode a prompt as Step through does (its default settings, 64 new tokens) and write the run as one "
@@ -319,14 +319,12 @@ def main(argv: list[str] | None = None) -> int:
         prompt = args.prompt if args.prompt is not None else example_by_id(args.example)["prompt"]
         pair = load_pair_from_source(args.pair, args.device)
         config = config_from_args(args)
-        if args.profile_id:
-            profile, why = resolve_profile(pair, args.profile_id, config.budget)
-            if profile is None:
-                raise ValueError(why)
-        else:
-            profile, _, why = default_profile(pair, config.budget)
-            if profile is None and config.uses_profile:
-                raise ValueError(why)
+        found = page_profile(pair, config.budget, link_id=args.profile_id or None)
+        if args.profile_id and found.sizing_id != args.profile_id:
+            raise ValueError(found.link_problem)
+        profile = found.sizing
+        if profile is None and config.uses_profile:
+            raise ValueError(found.why_none)
         ctrl = StepController()
         ctrl.advance(pair, prompt, config, profile, args.rounds)
         page = controller_lecture(ctrl, pair.name, profile)

@@ -242,24 +242,6 @@ def _roofline(pair, device: str, model: str, limit: int):
     return _ROOFLINES[key]
 
 
-def default_profile(pair, budget: int = 0):
-    """The profile runs size trees from when no link names one: this machine's saved profile, else
-    the shipped reference measured for this very pair. (profile, id, why none) - (None, "", why) only
-    when neither exists."""
-    from ..profiles import REFERENCE_PREFIX, same_pair
-
-    profile, why_not_machine = resolve_profile(pair, MACHINE, budget)
-    if profile is not None:
-        return profile, MACHINE, ""
-    if pair is None:
-        return None, "", why_not_machine
-    ours = sorted(name for name, p in _shipped().items()
-                  if name.startswith(REFERENCE_PREFIX) and p.kind == "measured" and same_pair(p, pair))
-    if not ours:
-        return None, "", f"{why_not_machine}, and no reference profile is shipped for {pair.name}"
-    return resolve_profile(pair, ours[0], budget)[0], ours[0], ""
-
-
 # ---------------------------------------------------------------------------- measuring in the background
 @dataclass
 class MeasureJob:

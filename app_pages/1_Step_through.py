@@ -28,7 +28,7 @@ own_block = pair.drafter.block_size if pair.drafter is not None else 2
 if state.get("step_pair_seen") != pair.name:                 # a new pair drafts its own block size
     state["step_pair_seen"], state["step_block_size"] = pair.name, own_block
 DEFAULTS = page_defaults(max_new_tokens=64, block_size=own_block if pair.drafter is not None else None)
-link = lecture.read_link(pair, DEFAULTS)                    # a link opened in a new browser session
+link = lecture.read_link(pair, DEFAULTS)                    # a link opened, or a challenge card followed
 
 request = state.pop("step_request", None)                   # "open in Step through" from Failure cases
 if request:
@@ -95,7 +95,7 @@ prompt, chat_problem = session_prompt(typed, chat)
 if chat_problem and not problem:
     config, problem = None, chat_problem
 profile, profile_id = lecture.session_profile(pair, config.budget if config else 0)
-lecture.link_messages()
+lecture.link_messages(typed)
 if problem:
     st.error(f"Cannot run these settings: {problem}. The run on view stays as it was.")
 elif config is not None and config.uses_profile and profile is None:
@@ -110,6 +110,7 @@ if replay and config is not None:
         try:
             with ctrl.lock:
                 ctrl.open_at(pair, prompt, config, profile, replay, on_wait=ui.queue_notice(queue))
+            lecture.replay_notice(replay, ctrl.view)
         except (ValueError, RuntimeError) as exc:
             st.error(f"Cannot open that {'case' if request else 'link'}: {exc}")
         queue.empty()

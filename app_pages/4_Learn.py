@@ -2,15 +2,16 @@
 guided challenges, each a link into the app with its settings.
 
 The page's state is in its URL (`/Learn?preset=..&factor=..&budget=..&reject=..`): a copied link
-reopens it, and a bad value gets a message and the page's default (`taps.studio.toy`)."""
+reopens it, and a bad value gets a message and the page's default (`taps.studio.link`)."""
 
 import streamlit as st
 
+from app_pages import address
 from app_pages import common as ui
 from taps.studio import figures
 from taps.studio.challenges import CARDS
+from taps.studio.link import is_learn_link, learn_link_params, parse_learn_link
 from taps.studio.toy import (
-    LEARN_PARAMS,
     PRESETS,
     LearnState,
     acceptance_curve,
@@ -18,9 +19,7 @@ from taps.studio.toy import (
     build_toy_tree,
     choose,
     descendants,
-    learn_link_params,
     node_by_path,
-    parse_learn_params,
     parse_marginals,
     ranking_table,
     reject_options,
@@ -43,16 +42,12 @@ def use_preset() -> None:
 
 
 def apply_link() -> None:
-    """The page's settings from a new link (once per link): a message for each bad parameter."""
-    given = st.query_params.to_dict()
-    params = {k: v for k, v in given.items() if k in LEARN_PARAMS}
-    # another page's parameters left in the address (a race link's budget) are not a Learn link
-    if not params or ("preset" not in params and set(given) - set(LEARN_PARAMS)):
+    """The page's settings from a new link (a link opened, a card followed): a message for each bad
+    parameter (`taps.studio.link`)."""
+    params = address.arrived()
+    if params is None or not is_learn_link(params):
         return
-    if params == state.get("learn_link_seen"):
-        return
-    state["learn_link_seen"] = params
-    link, messages = parse_learn_params(params)
+    link, messages = parse_learn_link(params)
     preset = PRESETS[link.preset]
     state["learn_preset"], state["learn_marginals"] = link.preset, preset.as_text()
     state["learn_factor"], state["learn_budget"] = link.factor, link.budget
@@ -66,13 +61,7 @@ def write_link(tree) -> None:
     link = LearnState(state["learn_preset"], float(state["learn_factor"]), int(state["learn_budget"]),
                       tree.path_text(rejected) if rejected else "")
     params = learn_link_params(link)
-    given = st.query_params.to_dict()
-    if "presenter" in given:                               # the one parameter every page's link may carry
-        params["presenter"] = given["presenter"]
-    if params != given:
-        st.query_params.from_dict(params)
-    params.pop("presenter", None)
-    state["learn_link_seen"] = params
+    address.show(learn_link_params(link, presenter=on_stage))
     link_params, messages = state.get("learn_link_messages", ({}, []))
     if messages and link_params == params:
         for message in messages:
@@ -196,7 +185,7 @@ def challenge_cards() -> None:
                     label = f"Open in {PAGE_NAMES[item.page]}"
                     if item.page_file == THIS_PAGE:         # a link to the page one is on does not navigate
                         st.button(label, key=f"learn_card_{item.key}", icon=":material/open_in_new:",
-                                  on_click=st.query_params.from_dict, args=(item.params,))
+                                  on_click=address.follow, args=(item.params,))
                     else:
                         st.page_link(item.page_file, label=label, icon=":material/open_in_new:",
                                      query_params=item.params)

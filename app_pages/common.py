@@ -10,6 +10,7 @@ from dataclasses import fields
 
 import streamlit as st
 
+from app_pages import address
 from app_pages import widgets as app_widgets
 from taps import ModelPair, roofline
 from taps.config import DecodeConfig, check_value, field_spec
@@ -17,6 +18,7 @@ from taps.flags import range_text
 from taps.studio import speed
 from taps.studio.app_state import default_pair_source, describe_source, load_pair_from_source
 from taps.studio.layout import LABEL_SIZES, Plot, plot_for
+from taps.studio.link import presenter_of
 from taps.studio.page_profile import PageProfile
 from taps.studio.page_profile import page_profile as find_page_profile
 
@@ -600,7 +602,7 @@ def frame(pages: list) -> st.navigation:
     state = st.session_state
     restore_kept()
     if "presenter" not in state:             # a link's presenter=1 opens the lecture in presenter mode
-        state["presenter"] = st.query_params.get("presenter") == "1"
+        state["presenter"] = bool(presenter_of(address.query()))
     state[BANNER_DRAWN] = False
     state.setdefault("label_size", "M")
     keep("presenter", "label_size")

@@ -1,21 +1,22 @@
-"""Streamlit glue for Step through's lecture features: the link in the address bar (read once per
-browser session, written after every change), the session's latency profile and its id, and the
-stage a new round opens at. The parsing and checking is `taps.studio.link`'s (no streamlit)."""
+"""Streamlit glue for Step through's lecture features: the link in the address bar (read when a new
+one arrives, written after every change), the session's latency profile and its id, and the stage
+a new round opens at. The parsing and writing is `taps.studio.link`'s (no streamlit); the address
+bar is `app_pages.address`'s."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from app_pages import address
 from app_pages import common as ui
 from taps.record import STAGES
-from taps.studio.link import TABS, StepLink, parse_step_link, settings_of, step_link_params
+from taps.studio.link import TABS, StepLink, fits, parse_step_link, settings_of, step_link_params, too_long
 
 # the Step page's tabs, and the link's view names for them
 TAB_LABELS = ("Draft tree", "Stage by stage", "Marginal vs path", "All rounds", "Export")
 TAB_OF_VIEW = {"tree": "Draft tree", "compare": "Marginal vs path", "rounds": "All rounds", "export": "Export"}
 VIEW_OF_TAB = {label: view for view, label in TAB_OF_VIEW.items()}
 STAGE_TAB = "Stage by stage"
-READ_KEY = "step_link_read"          # set once the address has been read in this browser session
 
 
 def widget_key(name: str) -> str:
@@ -29,29 +30,31 @@ def session_profile(pair, budget: int = 0):
 
 
 def read_link(pair, defaults: dict) -> StepLink | None:
-    """On the first run of a browser session on this page: the link in the address bar, applied to
-    the page's widgets (call before they are drawn); its messages are kept for `link_messages`.
-    None when there was nothing to read (or it was read before)."""
+    """When the address holds a link this page has not read or written (a link opened in a new
+    browser session, a challenge card followed): that link, applied to the page's widgets (call
+    before they are drawn), its profile to the session's runs; its messages are kept for
+    `link_messages`. None when there was nothing new to read."""
+    params = address.arrived()
+    if params is None:
+        return None
     state = st.session_state
-    if state.get(READ_KEY):
-        return None
-    state[READ_KEY] = True
-    params = {name: st.query_params.get_all(name) for name in st.query_params}
-    if not params:
-        return None
     examples = ui.examples()
     link, messages = parse_step_link(params, examples, defaults, pair)
     state["step_link_messages"] = messages
     titles = {e["id"]: e["title"] for e in examples}
-    if {"example", "prompt"} & link.given or "prompt" not in state:
-        state["step_prompt"] = link.prompt
-        state["step_example"] = titles.get(link.example, ui.OWN_PROMPT) if link.example else ui.OWN_PROMPT
-    if {"example", "prompt", "chat"} & link.given or "step_chat" not in state:
-        state["step_chat"] = link.chat
+    state["step_prompt"] = link.prompt
+    state["step_example"] = titles.get(link.example, ui.OWN_PROMPT) if link.example else ui.OWN_PROMPT
+    state["step_chat"] = link.chat
     for name, value in link.settings.items():
         if name in link.given or widget_key(name) not in state:
             state[widget_key(name)] = value
+    if link.compare:
+        state["step_compare_budget"] = link.compare
+    else:
+        state.pop("step_compare_budget", None)       # the first round opened sets it (the nodes it verified)
     open_view(link.view, link.round)
+    if link.profile:                                 # a profile other than the default is said on the page, with
+        ui.use_profile(link.profile if link.profile != ui.page_profile(pair).default_id else None)  # a way back
     state["step_link"] = link
     return link
 
@@ -67,10 +70,23 @@ def open_view(view: str, number: int) -> None:
         state["step_tab"] = TAB_OF_VIEW.get(view, TAB_LABELS[0])
 
 
-def link_messages() -> None:
+def link_messages(prompt: str = "") -> None:
+    """The link's messages, and when `prompt` (the one on view) is longer than a link carries, that
+    the address bar leaves it out and where to get a file that holds it."""
     messages = st.session_state.get("step_link_messages") or []
     if messages:
         st.warning("This link had settings the page could not use:\n\n" + "\n".join(f"- {m}" for m in messages))
+    if not fits(prompt):
+        st.info(f"No link replays this run: {too_long(prompt)}, so the address bar keeps the settings and the view "
+                "but not the prompt. To share the run, download it with **Export → Run as JSON**; it opens with "
+                "**Load a saved run** below.", icon=":material/link_off:")
+
+
+def replay_notice(asked: int, shown: int) -> None:
+    """When a link asked for a round past the run's last: say so, naming the round shown."""
+    if asked > shown:
+        st.warning(f"The link asks for round {asked}, but this run ends after round {shown}: showing round {shown}, "
+                   "its last.")
 
 
 def current_view() -> str:
@@ -85,34 +101,17 @@ def current_view() -> str:
 def write_link(prompt: str, config: dict, number: int, defaults: dict, profile_id: str | None,
                chat: bool = False) -> None:
     """Put the link that replays this view in the address bar (only when it changed); `chat`: the
-    prompt (as typed) runs formatted by the pair's chat template."""
+    prompt (as typed) runs formatted by the pair's chat template. A prompt longer than a link
+    carries is left out (`link_messages` says so)."""
     example = next((e["id"] for e in ui.examples() if e["prompt"] == prompt), None)
-    link = StepLink(dict(defaults, **settings_of(config)), prompt, example, number, current_view(),
-                    ui.presenter(), profile_id, chat=chat)
-    params = step_link_params(link, defaults)
-    now = {name: st.query_params.get(name) for name in st.query_params}
-    if now != params:
-        st.query_params.from_dict(params)
+    view = current_view()
+    compare = int(st.session_state.get("step_compare_budget") or 0) if view == "compare" else 0
+    link = StepLink(dict(defaults, **settings_of(config)), prompt, example, number, view, ui.presenter(), profile_id,
+                    chat=chat, compare=compare)
+    address.show(step_link_params(link, defaults))
 
 
 def profile_notice(pair, own_id: str | None) -> None:
-    """When the link named another profile than this browser uses: say what may differ and offer
-    the link's own."""
-    link: StepLink | None = st.session_state.get("step_link")
-    if link is None or not link.profile or link.profile == own_id:
-        return
-    label = getattr(ui, "profile_label", lambda pid: pid)
-    row = st.container(horizontal=True, vertical_alignment="center", gap="small")
-    row.info(f"The link was made with the latency profile **{label(link.profile)}**; this browser uses "
-             f"**{label(own_id) if own_id else 'none'}**. Modelled figures and cost-mode trees may differ from the "
-             "link's.")
-    from taps.studio.speed import resolve_profile
-
-    _, why = resolve_profile(pair, link.profile)
-    if why:
-        row.caption(f"The link's profile cannot be used here: {why}.")
-        return
-    use = getattr(ui, "use_profile", None)
-    if use is not None and row.button("Use the link's profile", key="step_use_link_profile"):
-        use(link.profile)
-        st.rerun()
+    """A link's profile that sizes this session's trees, or that does not apply here, said on the
+    page with a way back (`ui.profile_banner`)."""
+    ui.profile_banner(pair)

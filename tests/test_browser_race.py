@@ -4,7 +4,9 @@ races in this file's budget): four lanes (AR, DFlash, DDTree, TAPS) play to the 
 modelled clock, twice with the same result; paused midway, each lane holds the tokens its modelled
 round times allow at the clock shown (checked against a decode in this process, priced by the same
 profile); the caption's numbers are the table's; the race link reopens its settings in a new
-browser context; presenter mode fits the controls and the lanes in 1280x720.
+browser context; presenter mode fits the controls and the lanes in 1280x720. With a roofline
+estimate chosen in the sidebar, the lanes' clock, their caption and the repeated race below are all
+priced by it (one profile per page).
 """
 
 from __future__ import annotations
@@ -167,4 +169,64 @@ def test_the_race_plays_four_lanes_on_the_modelled_clock_and_replays_alike(serve
     assert len(boxes["lanes"]) == 4 and len(boxes["trees"]) == 4 and boxes["scroll"] == 0
     for left, top, right, bottom in boxes["buttons"] + boxes["lanes"] + boxes["trees"]:
         assert 0 <= left and right <= SIZE[0] + 1 and 0 <= top and bottom <= SIZE[1] + 1, boxes
+    page.close()
+
+
+RACE_CHART = """() => {
+  const chart = [...document.querySelectorAll('.js-plotly-plot')].find(g => g.layout && g.layout.meta
+    && g.layout.meta.kind === 'race');
+  return chart ? {x: [...chart.data[0].x], y: [...chart.data[0].y], title: chart.layout.annotations[0].text} : null;
+}"""
+
+
+def test_a_roofline_profile_chosen_in_the_sidebar_prices_the_lanes_their_caption_and_the_repeated_race(
+        server, browser, tiny_pair_dir):  # noqa: F811
+    from playwright.sync_api import expect
+
+    from taps.studio.speed import resolve_profile
+
+    race, profile = expected_race(tiny_pair_dir)
+    pair = load_pair_from_source(str(tiny_pair_dir), "auto")
+    h200, why = resolve_profile(pair, "roofline-h200-qwen3-8b")
+    assert h200 is not None, why
+    priced = on_clock(race.decoded, "modelled", h200)
+    expected = {r["method"]: r["speed-up"] for r in priced.results()}
+    assert expected != {r["method"]: r["speed-up"] for r in race.results()}      # the two profiles differ here
+
+    page = browser.new_page(viewport={"width": SIZE[0], "height": SIZE[1]})
+    page.set_default_timeout(90_000)
+    query = urllib.parse.urlencode({"prompt": PROMPT, "budget": BUDGET, "clock": "modelled", "estimator": "online"})
+    page.goto(f"{server}/Race_and_sweep?{query}")
+    page.get_by_role("button", name="Race", exact=True).wait_for()
+    idle(page)
+    page.get_by_text("roofline estimate (what-if hardware)").click()          # H200 x Qwen3-8B, the default pick
+    clock_caption = page.get_by_text("Clock: modelled")
+    expect(clock_caption).to_contain_text("roofline estimate: NVIDIA H200")
+    expect(clock_caption).to_contain_text("trees sized from this machine's measured profile")
+    idle(page)
+
+    page.get_by_role("button", name="Race", exact=True).click()
+    page.locator(".race-lane").first.wait_for()
+    page.get_by_role("button", name="End", exact=True).click()
+    page.locator('[data-testid="stTable"]').wait_for()
+    idle(page)
+    table = page.evaluate(TABLE)
+    shown = {k: float(v) for k, v in column(table, "speed-up").items()}
+    assert shown == expected                                                   # the lanes on the H200's clock
+    assert clock(page)[1] == pytest.approx(priced.end, rel=1e-12)
+    caption = page.locator(".st-key-race_caption").inner_text()
+    assert "NVIDIA H200" in caption
+    named = re.findall(r"(DFlash|DDTree|TAPS) (?:at |is fastest on the modelled clock at )?(\d+\.\d+)×", caption)
+    assert named and all(float(value) == expected[name] for name, value in named)
+
+    page.get_by_role("button", name="Race, repeated", exact=True).click()
+    page.wait_for_function(RACE_CHART, timeout=180_000)
+    idle(page)
+    chart = page.evaluate(RACE_CHART)
+    assert "NVIDIA H200" in chart["title"]
+    repeated = dict(zip(chart["x"], chart["y"]))
+    lanes = {lane.label: lane.name for lane in race.lanes}
+    assert set(lanes) <= set(repeated)
+    for label, name in lanes.items():
+        assert round(repeated[label], 2) == expected[name], (label, repeated[label])   # priced as the lanes are
     page.close()

@@ -1,12 +1,17 @@
 """Guided challenges: every card has an answer on the shipped pair (the engine, or the toy, run at
 the card's link settings through the pages' own link parsers), its answer quotes what the engine
-gives, and its link opens a page with those settings."""
+gives, its link opens a page with those settings, and every number it quotes is on that page, in the
+view and at the budget the card opens (AppTest)."""
 
 from __future__ import annotations
 
+import base64
+import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from taps import roofline
@@ -66,3 +71,134 @@ def test_a_wrong_answer_or_a_bad_link_is_caught():
     stale = replace(item, params={**item.params, "reject": "until"})
     verdict = check(stale, None)
     assert not verdict.ok and "not clean" in verdict.problems[0] and "'until'" in verdict.problems[0]
+
+
+# ---------------------------------------------------------------------------- each answer, on the page it opens
+def open_card(item, monkeypatch):
+    """The app on the shipped pair (no profile of this machine saved), opened at the card's link."""
+    pytest.importorskip("streamlit", reason="the app's packages are not installed (a bare GPU server)")
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("TAPS_PAIR", "")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    for key, value in item.params.items():
+        at.query_params[key] = value
+    at.switch_page(item.page_file).run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    return at
+
+
+def chart(at, key: str) -> dict:
+    found = [el for el in at.get("plotly_chart") if el.key == key]
+    assert found, f"no chart {key}"
+    return json.loads(found[0].proto.spec)
+
+
+def title(at, key: str) -> str:
+    layout = chart(at, key)["layout"]["title"]
+    return layout.get("text", "") + " " + layout.get("subtitle", {}).get("text", "")
+
+
+def metric(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def values(data) -> list:
+    """A trace's array as plotly wrote it: a list, or a typed array (base64 bytes and a dtype)."""
+    if isinstance(data, dict):
+        return np.frombuffer(base64.b64decode(data["bdata"]), dtype=data["dtype"]).tolist()
+    return list(data)
+
+
+def number(pattern: str, text: str) -> float:
+    found = re.search(pattern, text)
+    assert found, (pattern, text)
+    return float(found[1])
+
+
+def step_numbers(at, key: str) -> dict:
+    """The numbers a Step card's answer quotes, read off the page the card opens."""
+    if key == "waste-half":                                  # Stage by stage, at Verify
+        text = title(at, "step_lesson_chart")
+        return {"budget": number(r"budget (\d+)", text), "verified": int(metric(at, "Verified this round")),
+                "waste": number(r"(\d+) sat under a rejected prefix", text)}
+    if key == "deep-narrow":
+        text = title(at, "step_lesson_chart")
+        return {"tau": int(metric(at, "τ this round")), "verified": number(r"checks all (\d+) nodes", text)}
+    if key == "taps-below-ddtree":                           # Marginal vs path, at the card's budget
+        text = title(at, "step_compare_chart")
+        assert "␣return" in json.dumps(chart(at, "step_compare_chart"), ensure_ascii=False)
+        return {"round": number(r"Round (\d+)", text), "taps_tau": int(metric(at, "τ this round")),
+                "taps_verified": int(metric(at, "Verified this round")), "compare": number(r"top (\d+)", text),
+                "ddtree_accepts": number(r"\(DDTree\) accepts ≥ (\d+)", text),
+                "reach_accepts": number(r"\(TAPS\) accepts ≥ (\d+)", text)}
+    assert key == "cost-vs-reach"                            # the Select stage and its cost curve
+    curve = chart(at, "step_size_chart")["data"][0]
+    rate = dict(zip(values(curve["x"]), values(curve["y"])))
+    verified = int(metric(at, "Verified this round"))
+    return {"cost_nodes": verified, "cost_tau": int(metric(at, "τ this round")),
+            "budget": number(r"budget (\d+)", title(at, "step_lesson_chart")), "cost_rate": round(rate[verified]),
+            "budget_rate": round(rate[max(rate)])}
+
+
+STEP_CARDS = [c.key for c in CARDS if c.page == "Step_through"]
+
+
+def numbers_of(item) -> dict:
+    return {name: value for name, value in item.expected.items() if isinstance(value, (int, float))}
+
+
+def test_every_card_is_tested_on_the_page_it_opens():
+    tested = {*STEP_CARDS, "h200-vs-laptop", "learn-agree", "learn-reject"}
+    assert tested == {c.key for c in CARDS}
+
+
+@pytest.mark.parametrize("key", STEP_CARDS)
+def test_a_step_cards_answer_is_on_the_page_it_opens(key, shipped, monkeypatch):
+    item = card(key)
+    at = open_card(item, monkeypatch)
+    ctrl = at.session_state["step_controller"]
+    assert ctrl.view == int(item.params["round"])
+    assert step_numbers(at, key) == numbers_of(item)
+
+
+def test_the_race_cards_answer_is_on_the_page_it_opens(shipped, monkeypatch):
+    """The H200 race: the profile's notice gives both verify(64) / verify(1); TAPS's lane at round 1
+    the H200's tree; raced again after *Back to the reference CPU*, the CPU's."""
+    item = card("h200-vs-laptop")
+    at = open_card(item, monkeypatch)
+    notice = " ".join(i.value for i in at.info)
+    expected = item.expected
+    assert f"verify(64) / verify(1) = {expected['h200_ratio']:.2f} there, {expected['cpu_ratio']:.2f} on the " \
+           "reference CPU" in notice
+    at.number_input(key="race_max_new").set_value(8).run()       # round 1 is the same in a shorter race
+
+    def first_taps_round() -> str:
+        at.button(key="lanes_btn").click().run()
+        at.button(key="race_restart").click().run()
+        for _ in range(20):
+            at.button(key="race_step").click().run()
+            text = title(at, "lane_tree_taps/online")
+            if text.startswith("round 1:"):
+                return text
+        raise AssertionError("TAPS's lane never finished round 1")
+
+    assert f"round 1: τ {expected['h200_tau']}, verified {expected['h200_nodes']}" in first_taps_round()
+    at.button(key="profile_back").click().run()
+    assert "A link set" not in " ".join(i.value for i in at.info)
+    assert f"round 1: τ {expected['cpu_tau']}, verified {expected['cpu_nodes']}" in first_taps_round()
+
+
+def test_the_learn_cards_answers_are_on_the_page_they_open(monkeypatch):
+    agree = open_card(card("learn-agree"), monkeypatch)
+    expected = card("learn-agree").expected
+    assert (metric(agree, "Expected tokens/round, DDTree"), metric(agree, "Expected tokens/round, TAPS")) == (
+        f"{expected['ddtree_expected']:.2f}", f"{expected['taps_expected']:.2f}")
+    agree.slider(key="learn_factor").set_value(1.0).run()                # the one move the card asks for
+    assert metric(agree, "Expected tokens/round, DDTree") == metric(agree, "Expected tokens/round, TAPS") == \
+        f"{expected['taps_expected_at_1']:.2f}"
+    reject = open_card(card("learn-reject"), monkeypatch)
+    expected = card("learn-reject").expected
+    assert (int(metric(reject, "DDTree nodes made unreachable")), int(metric(reject, "TAPS nodes made unreachable"))) \
+        == (expected["ddtree_unreachable"], expected["taps_unreachable"])
+    assert reject.slider(key="learn_budget").value == 8

@@ -7,7 +7,19 @@ import pytest
 
 from taps.config import MAX_BUDGET
 from taps.policies import DDTREE, ORACLE, TAPS
-from taps.studio.link import DEFAULT_VIEW, VIEWS, StepLink, page_defaults, parse_step_link, step_link_params
+from taps.studio.link import (
+    DEFAULT_VIEW,
+    MAX_PROMPT_CHARS,
+    VIEWS,
+    StepLink,
+    fits,
+    page_defaults,
+    param_text,
+    parse_step_link,
+    setting_value,
+    step_link_params,
+    too_long,
+)
 
 EXAMPLES = [{"id": "fib", "title": "Python: Fibonacci", "prompt": "def fib(n):\n"},
             {"id": "csv", "title": "Python: read a CSV", "prompt": "import csv\n"}]
@@ -106,3 +118,31 @@ def test_unknown_names_are_named_and_several_values_take_the_last():
     with pytest.raises(ValueError, match="not a decode setting"):
         page_defaults(colour="red")
     assert set(VIEWS) >= {"tree", "compare", "rounds", "export", "draft", "commit"}
+
+
+def test_a_prompt_longer_than_a_link_carries_is_left_out_and_the_round_with_it():
+    long = "x" * (MAX_PROMPT_CHARS + 1)
+    assert not fits(long) and f"the prompt is {len(long)} characters, longer than a link carries" in too_long(long)
+    params = step_link_params(StepLink(dict(DEFAULTS, budget=16), long, None, 3, "verify"), DEFAULTS)
+    assert params == {"budget": "16", "view": "verify"}           # the settings and the view, never a 9 kB prompt
+    edge = "x" * MAX_PROMPT_CHARS
+    assert step_link_params(StepLink(dict(DEFAULTS), edge, None, 2), DEFAULTS)["prompt"] == edge
+    assert "longer than a link carries" in parse({"prompt": long})[1][0]
+
+
+def test_the_compare_budget_rides_in_the_link():
+    link = StepLink(dict(DEFAULTS), "def fib(n):\n", "fib", 5, "compare", compare=32)
+    params = step_link_params(link, DEFAULTS)
+    again, messages = parse(params)
+    assert params["compare"] == "32" and again.compare == 32 and "compare" in again.given and messages == []
+    for bad in ("0", "2000", "many"):
+        again, messages = parse({"example": "fib", "view": "compare", "compare": bad})
+        assert again.compare == 0 and len(messages) == 1
+        assert messages[0].startswith(f"Link parameter compare: compare must be a whole number from 1 to {MAX_BUDGET}")
+
+
+def test_values_are_written_one_way_and_read_back_the_same():
+    assert [param_text(v) for v in (16, 0.0, 0.7, 1.0, 0.0125, True, "cost")] == ["16", "0", "0.7", "1", "0.0125", "1",
+                                                                                "cost"]
+    for name, value in (("temperature", 0.7), ("lambda_depth", 0.0125), ("budget", 16), ("selector", DDTREE.name)):
+        assert setting_value(name, param_text(value)) == value

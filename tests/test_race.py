@@ -15,15 +15,14 @@ from taps.config import DecodeConfig  # noqa: E402
 from taps.eval.metrics import modelled_round_s, modelled_speedup  # noqa: E402
 from taps.policies import AR, DDTREE, DFLASH, ORACLE, TAPS  # noqa: E402
 from taps.studio.figures.charts import lane_tree_figure  # noqa: E402
+from taps.studio.link import RaceLink, example_of, parse_race_link, race_link_params  # noqa: E402
 from taps.studio.race import (  # noqa: E402
     Decoded,
     curve_shape,
     decode_race,
-    link_values,
     on_clock,
     race_caption,
     race_jobs,
-    race_link,
     sweep_caption,
 )
 from taps.studio.speed import Spread  # noqa: E402
@@ -187,28 +186,35 @@ def test_the_sweep_caption_never_claims_a_peak_the_modelled_curves_do_not_show()
 
 
 def test_the_race_link_round_trips_and_bad_values_get_messages():
+    """The race's link is the link module's (`taps.studio.link`): one parser core and one writer with
+    Step through's conventions (the last of repeated values, the engine's checks, one prompt limit,
+    one message style)."""
     examples = [{"id": "fib", "title": "Fibonacci", "prompt": "def fib(n):"}]
-    link = race_link("def fib(n):", examples, 16, "learned", 0.0, "modelled", "reference-cpu-taps-code-10m")
+    link = race_link_params(RaceLink("def fib(n):", example_of("def fib(n):", examples), 16, "learned", 0.0,
+                                     "modelled", "reference-cpu-taps-code-10m"))
     assert link == {"example": "fib", "budget": "16", "estimator": "learned", "temperature": "0", "clock": "modelled",
                     "profile": "reference-cpu-taps-code-10m"}
-    values, problems = link_values(link, examples)
-    assert not problems and values == {"example": "fib", "prompt": "def fib(n):", "budget": 16,
-                                       "estimator": "learned", "temperature": 0.0, "clock": "modelled",
-                                       "profile": "reference-cpu-taps-code-10m"}
-    own = race_link("x = 1", examples, 8, "online", 0.5, "measured")
+    values, problems = parse_race_link(link, examples)
+    assert not problems and (values.example, values.prompt, values.budget, values.estimator, values.temperature,
+                             values.clock, values.profile) == ("fib", "def fib(n):", 16, "learned", 0.0, "modelled",
+                                                               "reference-cpu-taps-code-10m")
+    own = race_link_params(RaceLink("x = 1", example_of("x = 1", examples), 8, "online", 0.5, "measured"))
     assert own["prompt"] == "x = 1" and "example" not in own and "profile" not in own
-    assert link_values(own, examples)[0]["prompt"] == "x = 1"
-    values, problems = link_values({"example": "nope", "budget": "5000", "estimator": "magic", "temperature": "hot",
-                                    "clock": "sundial", "profile": "<script>"}, examples)
-    assert values == {}
-    assert problems[0] == "unknown example 'nope': choose one of fib"
+    assert parse_race_link(own, examples)[0].prompt == "x = 1"
+    values, problems = parse_race_link({"example": "nope", "budget": "5000", "estimator": "magic", "temperature": "hot",
+                                        "clock": "sundial", "profile": "<script>"}, examples)
+    assert values.given == set()
+    assert "unknown example 'nope': choose one of fib" in problems[0]
     assert any("budget must be from 1 to 1024" in p for p in problems)
     assert any("unknown estimator 'magic'" in p for p in problems)
     assert any("temperature must be a number, got 'hot'" in p for p in problems)
     assert any("unknown clock 'sundial'" in p for p in problems)
-    assert any("not a latency profile id" in p for p in problems)
-    assert "too long" in link_values({"prompt": "x" * 5000}, examples)[1][0]
-    assert link_values({"budget": "2.5"}, examples)[1] == ["link: budget must be a whole number, got '2.5'"]
+    assert any("is not a profile id" in p for p in problems)
+    assert all(p.startswith("Link parameter ") for p in problems) and len(problems) == 6
+    assert "longer than a link carries" in parse_race_link({"prompt": "x" * 9000}, examples)[1][0]
+    assert parse_race_link({"budget": "2.5"}, examples)[1] == [
+        "Link parameter budget: budget must be a whole number, got '2.5'; using the default (32)."]
+    assert "x" * 9000 not in race_link_params(RaceLink("x" * 9000)).values()    # too long for a link: left out
 
 
 def test_a_lanes_small_tree_draws_the_round_it_is_given(decoded):

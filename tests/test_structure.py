@@ -6,6 +6,9 @@
   `taps.profile`) reach into `taps.eval`;
 - arrows point down: evaluation (`taps.eval`) imports nothing of the app's logic (`taps.studio`),
   whose figures the bench's and profile's commands draw;
+- one link module: no query-parameter parsing or writing outside `taps/studio/link.py` (Streamlit's
+  `st.query_params` is touched only by the address bar's glue, `app_pages/address.py`);
+- one home for a page's latency profile: nothing in the app finds one but `taps/studio/page_profile.py`;
 - nothing under `taps/` imports streamlit;
 - no string literal equal to a registered policy name outside the registry (`taps/policies.py`):
   code asks the policy instead of comparing names;
@@ -162,3 +165,72 @@ def test_the_project_table_pins_what_requirements_txt_pins():
     pinned = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
     assert sorted(declared) == sorted(p for p in pinned if p)
     assert project["scripts"]["taps"] == "taps.__main__:main"
+
+
+# ---------------------------------------------------------------------------- links and profiles
+LINK_MODULE = PACKAGE / "studio" / "link.py"
+ADDRESS_BAR = ROOT / "app_pages" / "address.py"
+APP_SOURCES = [ROOT / "app.py", *sorted((ROOT / "app_pages").glob("*.py")), *sorted((PACKAGE / "studio").rglob("*.py"))]
+QUERY_NAMES = {"params", "query", "query_params", "given"}      # what code calls a link's parameters
+URL_PARSING = {"parse_qs", "parse_qsl", "urlencode", "urlparse", "urlsplit", "quote", "unquote"}
+
+
+def query_parsing(source: str, where: str, address_bar: bool = False) -> list[str]:
+    """Where `source` reads or writes query parameters itself: Streamlit's `st.query_params` (except
+    in the address bar's glue, which only hands them over), `urllib.parse`, or a link's parameters
+    read by name (`params["budget"]`, `params.get("budget")`, `"budget" in params`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "query_params" and not address_bar:
+            found.append(f"{where}:{node.lineno} st.query_params")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("urllib"):
+            found += [f"{where}:{node.lineno} {a.name}" for a in node.names if a.name in URL_PARSING]
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in QUERY_NAMES:
+            found.append(f"{where}:{node.lineno} {node.value.id}[...]")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("get", "get_all") and isinstance(node.func.value, ast.Name)
+              and node.func.value.id in QUERY_NAMES):
+            found.append(f"{where}:{node.lineno} {node.func.value.id}.{node.func.attr}(...)")
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and any(
+                isinstance(c, ast.Name) and c.id in QUERY_NAMES for c in node.comparators):
+            found.append(f"{where}:{node.lineno} ... in {node.comparators[0].id}")
+    return found
+
+
+def test_no_query_parameter_parsing_outside_the_link_module():
+    """Step through, Race and sweep, Learn, the challenge cards and the frame (presenter=1) read and
+    write their links through `taps.studio.link` only: one parser core, one writer."""
+    sources = [p for p in APP_SOURCES if p != LINK_MODULE]
+    found = [hit for p in sources
+             for hit in query_parsing(p.read_text(), str(p.relative_to(ROOT)), address_bar=p == ADDRESS_BAR)]
+    assert found == []
+    assert "query_params" in ADDRESS_BAR.read_text()
+
+
+def test_the_check_finds_query_parameter_parsing():
+    code = ('import streamlit as st\nfrom urllib.parse import parse_qs\n'
+            'def f(params):\n    if "budget" in params:\n        return int(params["budget"]), params.get("x")\n'
+            'presenter = st.query_params.get("presenter") == "1"\n')
+    assert sorted(query_parsing(code, "bad.py")) == ["bad.py:2 parse_qs", "bad.py:4 ... in params",
+                                                     "bad.py:5 params.get(...)", "bad.py:5 params[...]",
+                                                     "bad.py:6 st.query_params"]
+    assert query_parsing("def f(card):\n    return dict(card.params)\n", "good.py") == []
+
+
+PROFILE_FINDERS = {"resolve_profile", "default_profile", "shipped_reference", "shipped_references", "saved_profile",
+                   "required_profile"}
+PROFILE_HOME = {PACKAGE / "studio" / "page_profile.py", PACKAGE / "studio" / "speed.py"}
+
+
+def test_a_pages_profile_is_found_in_one_place():
+    """The pages, the sidebar, the lecture file and the challenge cards ask `page_profile` which
+    profile sizes a page's trees and which prices its modelled figures; nothing else looks one up."""
+    calls = []
+    for path in [*APP_SOURCES, *sorted((ROOT / "scripts").glob("*.py"))]:
+        if path in PROFILE_HOME:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = getattr(node.func, "attr", getattr(node.func, "id", "")) if isinstance(node, ast.Call) else ""
+            if name in PROFILE_FINDERS:
+                calls.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+    assert calls == []

@@ -139,7 +139,9 @@ def test_bad_factor_is_clear(factor):
 
 
 def test_learn_link_round_trip_and_bad_values():
-    from taps.studio.toy import LearnState, learn_link_params, parse_learn_params
+    from taps.studio.link import learn_link_params
+    from taps.studio.link import parse_learn_link as parse_learn_params
+    from taps.studio.toy import LearnState
 
     state = LearnState("Sure start, shaky finish", 0.45, 12, "a dog")
     again, messages = parse_learn_params(learn_link_params(state))

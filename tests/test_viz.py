@@ -23,9 +23,7 @@ from taps.studio.app_state import (
     load_pair_from_source,
     load_run,
     metrics_csv,
-    race,
     run_json,
-    sweep,
 )
 from taps.studio.failures import (
     compare_rankings,
@@ -37,6 +35,7 @@ from taps.studio.failures import (
     target_path,
 )
 from taps.studio.lesson import round_text
+from taps.studio.race import repeated_race, sweep
 from taps.studio.speed import best_budgets, summarize_repeats
 
 
@@ -614,8 +613,8 @@ def test_ar_baseline_matches_the_tokens(tiny_pair_f32):
 def test_race_and_sweep(tiny_pair_f32):
     config = DecodeConfig(budget=8, max_new_tokens=10, stop_at_eos=False)
     calls = []
-    runs = race(tiny_pair_f32, "def h(", config, ["dflash", "ddtree", "taps", "oracle"], repeats=3,
-                profile=fixed_profile(tiny_pair_f32), on_round=lambda n, job, session, record: calls.append(n))
+    runs = repeated_race(tiny_pair_f32, "def h(", config, ["dflash", "ddtree", "taps", "oracle"], repeats=3,
+                         profile=fixed_profile(tiny_pair_f32), on_round=lambda n, job, session, record: calls.append(n))
     assert len(runs) == 3 and sorted(set(calls)) == [0, 1, 2]
     assert [r["label"] for r in runs[0]] == ["ar", "dflash", "ddtree", "taps/online", "oracle"]
     assert all(r["lossless"] for r in runs[0]) and runs[0][0]["speedup_vs_ar"] == pytest.approx(1.0)
@@ -623,8 +622,8 @@ def test_race_and_sweep(tiny_pair_f32):
     summary = summarize_repeats(runs, fixed_profile(tiny_pair_f32))
     assert all(row["same_rounds"] and row["repeats"] == 3 for row in summary)
     assert all(row["modelled_speedup"] > 0 for row in summary)
-    warm = race(tiny_pair_f32, "def h(", replace(config, temperature=0.7), ["taps", "oracle"],
-                profile=fixed_profile(tiny_pair_f32))
+    warm = repeated_race(tiny_pair_f32, "def h(", replace(config, temperature=0.7), ["taps", "oracle"],
+                         profile=fixed_profile(tiny_pair_f32))
     assert [r["label"] for r in warm[0]] == ["ar", "taps/online"]
     ticks = []
     runs = sweep(tiny_pair_f32, "def h(", config, ["ar", "ddtree", "taps"], [2, 4], "marginal",
@@ -641,9 +640,9 @@ def test_race_and_sweep(tiny_pair_f32):
     with pytest.raises(ValueError, match="scorer"):
         sweep(tiny_pair_f32, "def h(", config, ["ddtree", "taps"], [4], "learned")
     with pytest.raises(ValueError, match="repeats must be"):
-        race(tiny_pair_f32, "def h(", config, ["taps"], repeats=1)
+        repeated_race(tiny_pair_f32, "def h(", config, ["taps"], repeats=1)
     with pytest.raises(ValueError, match="latency profile"):
-        race(tiny_pair_f32, "def h(", config, ["taps"], on_round=lambda *args: pytest.fail("nothing may run"))
+        repeated_race(tiny_pair_f32, "def h(", config, ["taps"], on_round=lambda *args: pytest.fail("nothing may run"))
     with pytest.raises(ValueError, match="scorer"):
-        race(tiny_pair_f32, "def h(", replace(config, estimator="learned"), ["taps"],
-             on_round=lambda *args: pytest.fail("nothing may run before the settings are checked"))
+        repeated_race(tiny_pair_f32, "def h(", replace(config, estimator="learned"), ["taps"],
+                      on_round=lambda *args: pytest.fail("nothing may run before the settings are checked"))

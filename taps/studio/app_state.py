@@ -4,7 +4,7 @@
 - an autoregressive baseline stepped alongside a run, so speed-ups compare equal work measured
   in the same process;
 - whether settings need this machine's latency profile (the app never lets a session measure one);
-- race (every selector on one prompt, AR first) and sweep (selectors x budgets), repeated;
+- the tables of a repeated race and sweep (`taps.studio.race` runs them);
 - run exports (rounds as JSON, metrics as CSV) and reloading a JSON run with clear errors.
 """
 
@@ -14,18 +14,15 @@ import json
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
-from ..config import DecodeConfig, check_value
+from ..config import DecodeConfig
 from ..eval.metrics import rounds_frame
-from ..eval.runner import Job, plan_jobs, run_prompt, runnable_selectors, warm_up
 from ..pair import ModelPair, PairError, load_pair
-from ..policies import AR, policy
+from ..policies import AR
 from ..record import Round, validate_round
 from ..session import DecodeSession
-from .speed import MIN_REPEATS, compact_rounds, validate_repeats
 
 RUN_FORMAT = "taps-studio-run"
 
@@ -116,67 +113,7 @@ def check_profile(config: DecodeConfig, profile) -> None:
         raise ValueError(why)
 
 
-# ---------------------------------------------------------------------------- race and sweep
-def _checked_jobs(pair: ModelPair, config: DecodeConfig, jobs: list[Job], profile) -> None:
-    for job in jobs:                             # every setting checked before anything runs
-        settings = job.settings(config)
-        settings.validate(pair)
-        check_profile(settings, profile)
-
-
-def _repeat(pair: ModelPair, prompt: str, prompt_id: str, config: DecodeConfig, jobs: list[Job], repeats: int,
-            profile, on_round=None, on_result=None) -> list[list[dict]]:
-    """AR and every job, `repeats` times over (interleaved: a burst of load hits every run alike);
-    per repeat one compacted row per run."""
-    warm_up(pair, config)
-    out: list[list[dict]] = []
-    for n in range(repeats):
-        hook = (lambda job, session, record, n=n: on_round(n, job, session, record)) if on_round else None
-        done = (lambda row, n=n: on_result(n, row)) if on_result else None
-        rows = run_prompt(pair, {"id": prompt_id, "prompt": prompt}, jobs, config, profile=profile, on_round=hook,
-                          on_result=done, keep_rounds=True)
-        out.append([compact_rounds(row.as_dict()) for row in rows])
-    return out
-
-
-def race(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[str], repeats: int = MIN_REPEATS,
-         profile=None, on_round: Callable[[int, Job, DecodeSession, Round], None] | None = None) -> list[list[dict]]:
-    """Each selector on the same prompt and settings, AR first (every speed-up is against it), the
-    whole race `repeats` times; `on_round(repeat, job, session, round)` after every round for live
-    counters. At T>0 the oracle, defined for greedy decoding only, is left out."""
-    repeats = validate_repeats(repeats)
-    jobs = [Job(s, config.estimator if policy(s).uses_estimator else "marginal", config.budget)
-            for s in runnable_selectors(selectors, config.temperature)]
-    config.with_run(AR.name).validate(pair)
-    _checked_jobs(pair, config, jobs, profile)
-    return _repeat(pair, prompt, "race", config, jobs, repeats, profile, on_round=on_round)
-
-
-def sweep(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: list[str], budgets: list[int],
-          estimator: str, repeats: int = MIN_REPEATS, profile=None,
-          on_result: Callable[[int, int, dict], None] | None = None) -> list[list[dict]]:
-    """AR, then every selector x budget on one prompt, `repeats` times (`on_result(done, total, row)`)."""
-    repeats = validate_repeats(repeats)
-    if not budgets:
-        raise ValueError("pick at least one budget")
-    for budget in budgets:
-        check_value("budget", budget)
-    tree_selectors = runnable_selectors(selectors, config.temperature)
-    if not tree_selectors:
-        raise ValueError("pick at least one tree selector (dflash, ddtree, taps or oracle)")
-    jobs: list[Job] = plan_jobs(tree_selectors, sorted(set(budgets)), [estimator])
-    _checked_jobs(pair, config, jobs, profile)
-    total = (len(jobs) + 1) * repeats
-    done = [0]
-
-    def collect(_repeat_index: int, row) -> None:
-        done[0] += 1
-        if on_result:
-            on_result(done[0], total, row.as_dict())
-
-    return _repeat(pair, prompt, "sweep", config, jobs, repeats, profile, on_result=collect)
-
-
+# ---------------------------------------------------------------------------- race and sweep tables
 def sweep_frame(rows: list[dict]) -> pd.DataFrame:
     """Rows with per-round accepted draft tokens and verified nodes (the acceptance-cost trade-off)."""
     frame = pd.DataFrame(rows)
@@ -196,6 +133,32 @@ def results_frame(summary: list[dict]) -> pd.DataFrame:
             flat.update({f"{name}_median": spread.median, f"{name}_low": spread.low, f"{name}_high": spread.high})
         rows.append(flat)
     return pd.DataFrame(rows)
+
+
+def repeated_table(summary: list[dict]) -> pd.DataFrame:
+    """The repeated race as the page shows it: per run τ, nodes per round, waste, the modelled
+    speed-up, and the measured speed-up and tokens/s with their range."""
+    return pd.DataFrame({
+        "selector": [r["label"] for r in summary], "τ": [round(r["tau"], 2) for r in summary],
+        "verified/round": [round(r["verified_nodes"] / max(r["rounds"], 1), 1) for r in summary],
+        "waste %": [round(100 * r["waste_share"], 1) for r in summary],
+        "modelled speed-up": [round(r["modelled_speedup"], 2) for r in summary],
+        "measured speed-up (range)": [r["speedup"].text(2) for r in summary],
+        "tokens/s (range)": [r["tokens_per_s"].text(1, "") for r in summary],
+        "same output as AR": [r.get("verdict") or ("yes" if r["lossless"] else "NO") for r in summary],
+        "same rounds every repeat": [r["same_rounds"] for r in summary]})
+
+
+def best_table(best: list[dict]) -> pd.DataFrame:
+    """The sweep's best budget per selector as the page shows it (`taps.studio.speed.best_budgets`)."""
+    return pd.DataFrame(best).drop(columns=["clear", "tied"]).round({"modelled speed-up": 2})
+
+
+def sweep_csv(summary: list[dict]) -> str:
+    """The sweep as CSV: one row per run, measured figures as median, low and high, with accepted
+    draft tokens and nodes verified per round."""
+    rows = results_frame(summary).to_dict("records")
+    return sweep_frame(rows).drop(columns=["round_counts", "round_shape"], errors="ignore").to_csv(index=False)
 
 
 # ---------------------------------------------------------------------------- exports and reload

@@ -3,27 +3,43 @@ answer and a link (a URL path and query string in the app's shared link format) 
 with the card's settings. Plain Python (no streamlit): the Learn page draws the cards.
 
 Each card's answer is written on the shipped pair (taps-code-10m) with the shipped reference CPU
-profile, and quotes numbers: `expected` holds them and the answer is a template over them.
-`check(card, pair)` runs the engine (or the toy) at the card's link settings, through the same
-parsers the pages read links with, and says whether the claim holds and the quoted numbers are
-still what the engine gives (tests/test_challenges.py runs it for every card).
+profile, and quotes numbers: `expected` holds them and the answer is a template over them. Every
+number an answer quotes is on the page its card opens, in the view and at the budget it opens (a
+counter, a figure's narration or curve, a lane, the profile's notice). `check(card, pair)` runs the
+engine (or the toy) at the card's link settings, through the same parser the pages read links with
+(`taps.studio.link`), and says whether the claim holds and the quoted numbers are still what the
+engine gives; tests/test_challenges.py runs it for every card, and reads each answer's numbers off
+the page the card opens.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
-from urllib.parse import quote, urlencode
+
+import numpy as np
 
 from .. import roofline
-from ..config import DecodeConfig, run_label
+from ..config import DecodeConfig
 from ..eval.prompts import example_prompts
 from ..policies import DDTREE, TAPS
 from ..session import DecodeSession
-from . import race, toy
-from .failures import probe_round, visible_text
-from .link import page_defaults, parse_step_link
-from .speed import resolve_profile
+from . import toy
+from .failures import compare_rankings, probe_round, visible_text
+from .lesson import expected_rate_curve
+from .link import (
+    RaceLink,
+    StepLink,
+    learn_link_params,
+    link_url,
+    page_defaults,
+    parse_learn_link,
+    parse_race_link,
+    parse_step_link,
+    race_link_params,
+    step_link_params,
+)
+from .page_profile import page_profile
 
 SHIPPED_PAIR = "taps-code-10m"
 REFERENCE = "reference-cpu-taps-code-10m"            # the shipped reference CPU profile's id
@@ -52,7 +68,7 @@ class Challenge:
     @property
     def link(self) -> str:
         """URL path and query string: `/Step_through?example=merge&selector=ddtree&...`."""
-        return f"/{self.page}?{urlencode(self.params, quote_via=quote)}"
+        return link_url(self.page, self.params)
 
     @property
     def page_file(self) -> str:
@@ -84,20 +100,25 @@ def check(card: Challenge, pair) -> Verdict:
 # ---------------------------------------------------------------------------- facts from the engine
 def _step_link(card: Challenge, pair, **changes):
     """The card's Step-through link read as the page reads it (with `changes` to its parameters):
-    (prompt, DecodeConfig, round number, profile or None). A ValueError when the link is not clean."""
+    (StepLink, DecodeConfig, profile or None). A ValueError when the link is not clean."""
     params = {**card.params, **changes}
     link, messages = parse_step_link(params, example_prompts(), page_defaults(), pair)
     if messages:
         raise ValueError("the card's link is not clean: " + " ".join(messages))
     config = DecodeConfig(**link.settings)
-    profile = None
-    if link.profile:
-        profile, why = resolve_profile(pair, link.profile, config.budget)
-        if profile is None:
-            raise ValueError(why)
+    profile = _profile(pair, link.profile, config.budget) if link.profile else None
     if config.uses_profile and profile is None:
         raise ValueError("the card's settings size trees from a latency profile and its link names none")
-    return link.prompt, config, link.round, profile
+    return link, config, profile
+
+
+def _profile(pair, profile_id: str, budget: int):
+    """The profile a card's link names, as the page it opens finds it (`page_profile`); a ValueError
+    saying why when it does not apply to this pair."""
+    found = page_profile(pair, budget, link_id=profile_id)
+    if found.sizing_id != profile_id:
+        raise ValueError(found.link_problem or f"the card's profile {profile_id} is not in use")
+    return found.sizing
 
 
 def _run_to(pair, prompt: str, config: DecodeConfig, number: int, profile):
@@ -113,8 +134,8 @@ def _run_to(pair, prompt: str, config: DecodeConfig, number: int, profile):
 
 def round_facts(card: Challenge, pair, **changes) -> dict:
     """τ, nodes verified and waste of the round the card's Step link opens."""
-    prompt, config, number, profile = _step_link(card, pair, **changes)
-    _, record = _run_to(pair, prompt, config, number, profile)
+    link, config, profile = _step_link(card, pair, **changes)
+    _, record = _run_to(pair, link.prompt, config, link.round, profile)
     owners: dict[str, int] = {}                    # waste per depth-1 node it sits under
     for v in record.selected[1:]:
         if record.status[v] == "waste":
@@ -122,64 +143,62 @@ def round_facts(card: Challenge, pair, **changes) -> dict:
             while record.pool_depths[top] > 1:
                 top = record.pool_parents[top]
             owners[visible_text(record.pool_texts[top])] = owners.get(visible_text(record.pool_texts[top]), 0) + 1
-    label = run_label(config.selector, config.estimator)
-    per_s = record.tau / float(profile.round_time(label, record.verified_nodes)) if profile is not None else None
     return {"tau": record.tau, "verified": record.verified_nodes, "waste": record.waste_nodes,
             "budget": config.budget, "waste_under": max(owners, key=owners.get) if owners else "",
-            "tokens_per_s": round(per_s) if per_s is not None else None,
             "accepted_text": visible_text("".join(record.pool_texts[v] for v in record.accepted))}
 
 
 def versus_facts(card: Challenge, pair) -> dict:
-    """TAPS's round (the link's) beside one DDTree round from the same position, and DDTree's first
-    accepted token with whether TAPS verified it."""
-    prompt, config, number, profile = _step_link(card, pair)
-    session, record = _run_to(pair, prompt, config, number, profile)
+    """TAPS's round (the link's); the same pool ranked both ways at the link's compare budget, as
+    *Marginal vs path* shows it (draft tokens each ranking's tree accepts, at least); and DDTree's own
+    round from the same position, with its first accepted token and whether TAPS verified it."""
+    link, config, profile = _step_link(card, pair)
+    session, record = _run_to(pair, link.prompt, config, link.round, profile)
+    both = compare_rankings(record, link.compare)
     other = probe_round(pair, session.tokens[: record.start + 1], config, DDTREE.name, profile=profile,
                         index=record.index)
     if other is None:
         raise ValueError("DDTree cannot run from that position")
     first = visible_text(other.pool_texts[other.accepted[0]]) if other.accepted else ""
     taps_verified = {visible_text(record.pool_texts[v]) for v in record.selected[1:] if record.pool_depths[v] == 1}
-    return {"taps_tau": record.tau, "taps_verified": record.verified_nodes, "ddtree_tau": other.tau,
-            "ddtree_verified": other.verified_nodes, "ddtree_first": first,
+    return {"round": record.number, "taps_tau": record.tau, "taps_verified": record.verified_nodes,
+            "compare": link.compare, "ddtree_accepts": both.accepts_marginal, "reach_accepts": both.accepts_reach,
+            "ddtree_tau": other.tau, "ddtree_first": first,
             "taps_missed_it": bool(first) and first not in taps_verified}
 
 
 def size_facts(card: Challenge, pair) -> dict:
-    """Round `round` of the card's Step link in cost mode (its profile) and in reach mode, and the
-    profile's verify(64) / verify(1)."""
-    prompt, config, number, profile = _step_link(card, pair)
-    cost = round_facts(card, pair)
-    reach = round_facts(card, pair, taps_mode="reach")
-    return {"cost_nodes": cost["verified"], "cost_tau": cost["tau"], "reach_nodes": reach["verified"],
-            "reach_tau": reach["tau"], "budget": config.budget, "cpu_ratio": round(roofline.ratio(profile), 1),
-            "cost_rate": cost["tokens_per_s"], "reach_rate": reach["tokens_per_s"]}
+    """Round `round` of the card's Step link in cost mode: its nodes and τ, and the cost model's
+    expected tokens per second (the Select stage's curve) at those nodes, at its peak and at the
+    whole budget."""
+    link, config, profile = _step_link(card, pair)
+    _, record = _run_to(pair, link.prompt, config, link.round, profile)
+    sizes, rate = expected_rate_curve(record, profile)
+    return {"cost_nodes": record.verified_nodes, "cost_tau": record.tau, "budget": config.budget,
+            "cost_rate": round(float(rate[record.verified_nodes])), "budget_rate": round(float(rate[-1])),
+            "peak": int(sizes[int(np.argmax(rate))])}
 
 
 def hardware_facts(card: Challenge, pair) -> dict:
     """TAPS's first round (cost mode) sized by the reference CPU profile and by the card's roofline
     profile, and each profile's verify(64) / verify(1)."""
-    values, problems = race.link_values(card.params, example_prompts())
-    if problems:
-        raise ValueError("the card's link is not clean: " + " ".join(problems))
-    config = DecodeConfig(budget=values["budget"], estimator=values["estimator"],
-                          temperature=values["temperature"])
+    link, messages = parse_race_link(card.params, example_prompts(), pair)
+    if messages:
+        raise ValueError("the card's link is not clean: " + " ".join(messages))
+    config = DecodeConfig(budget=link.budget, estimator=link.estimator, temperature=link.temperature)
     facts = {}
-    for name, profile_id in (("cpu", REFERENCE), ("h200", values["profile"])):
-        profile, why = resolve_profile(pair, profile_id, config.budget)
-        if profile is None:
-            raise ValueError(why)
-        _, record = _run_to(pair, values["prompt"], config, 1, profile)
+    for name, profile_id in (("cpu", REFERENCE), ("h200", link.profile)):
+        profile = _profile(pair, profile_id, config.budget)
+        _, record = _run_to(pair, link.prompt, config, 1, profile)
         facts.update({f"{name}_nodes": record.verified_nodes, f"{name}_tau": record.tau,
-                      f"{name}_ratio": round(roofline.ratio(profile), 1)})
+                      f"{name}_ratio": round(roofline.ratio(profile), 2)})
     return facts
 
 
 def toy_facts(card: Challenge, pair=None) -> dict:
     """The toy at the card's Learn link: expected tokens per round of each ranking at its factor and at
     factor 1, and the nodes each ranking picked that its rejected prefix makes unreachable."""
-    state, messages = toy.parse_learn_params(card.params)
+    state, messages = parse_learn_link(card.params)
     if messages:
         raise ValueError("the card's link is not clean: " + " ".join(messages))
     facts = {}
@@ -195,12 +214,28 @@ def toy_facts(card: Challenge, pair=None) -> dict:
 
 
 # ---------------------------------------------------------------------------- the cards
-def _taps_step(example: str, number: int, view: str, **settings) -> dict[str, str]:
+def _step(example: str, number: int, view: str, named: tuple[str, ...] = (), profile: str | None = None,
+          compare: int = 0, **settings) -> dict[str, str]:
+    """A Step-through link (`taps.studio.link`'s writer): an example at a round and view, the settings
+    that differ from the engine's defaults and those `named` (written even at their default)."""
+    link = StepLink(dict(page_defaults(), **settings), "", example, number, view, profile=profile, compare=compare)
+    return step_link_params(link, page_defaults(), named)
+
+
+def _taps_step(example: str, number: int, view: str, compare: int = 0, **settings) -> dict[str, str]:
     """A Step-through link for TAPS at the default settings (named, so the card survives a change
     of defaults) with the shipped reference profile."""
-    params = {"example": example, "selector": TAPS.name, "estimator": "online", "budget": "32",
-              "taps_mode": "cost", **{k: str(v) for k, v in settings.items()}}
-    return {**params, "round": str(number), "view": view, "profile": REFERENCE}
+    settings = {"selector": TAPS.name, "estimator": "online", "budget": 32, "taps_mode": "cost", **settings}
+    return _step(example, number, view, tuple(settings), REFERENCE, compare, **settings)
+
+
+def _race(example: str, budget: int, profile: str) -> dict[str, str]:
+    """A race link on the modelled clock of `profile`, greedy, TAPS with the online estimator."""
+    return race_link_params(RaceLink("", example, budget, "online", 0.0, "modelled", profile))
+
+
+def _learn(factor: float, budget: int, reject: str = "") -> dict[str, str]:
+    return learn_link_params(toy.LearnState(TWO_OPENINGS, factor, budget, reject))
 
 
 TWO_OPENINGS = "Two good openings"
@@ -216,7 +251,7 @@ CARDS = [
         "of them are waste, all under the rejected ‘{waste_under}’. The drafter hedges between ‘]’ and ‘])’, and "
         "the marginal product keeps ranking the likely-looking tokens under ‘]’ high, though none of them can be "
         "accepted once ‘]’ is rejected.",
-        "Step_through", {"example": "merge", "selector": DDTREE.name, "budget": "16", "round": "2", "view": "verify"},
+        "Step_through", _step("merge", 2, "verify", selector=DDTREE.name, budget=16),
         {"budget": 16, "verified": 16, "waste": 12, "waste_under": "]"},
         facts=round_facts, holds=lambda f: 2 * f["waste"] >= f["verified"] > 0),
     Challenge(
@@ -224,15 +259,19 @@ CARDS = [
         "At the default settings (TAPS, online estimator, cost mode, budget 32), find a round of *Python: "
         "Fibonacci* in which DDTree, run from the same position, would have committed more tokens than TAPS did.",
         "TAPS's cost mode grows small trees on this CPU. Step through the first rounds and, at each, open "
-        "*Marginal vs path*: the same pool ranked DDTree's way, and what that would have accepted.",
-        "Round 5: TAPS verifies {taps_verified} nodes and accepts none of them (τ {taps_tau}); DDTree from the "
-        "same position verifies {ddtree_verified}, among them the target's ‘{ddtree_first}’, which TAPS's tree "
-        "left out, and commits τ {ddtree_tau}. A tree sized for this CPU's costs gives up the drafter's less "
-        "likely guesses, and here one of them was the target's.",
-        "Step_through", _taps_step("fib", 5, "compare"),
-        {"taps_tau": 1, "taps_verified": 11, "ddtree_tau": 3, "ddtree_verified": 32, "ddtree_first": "␣return",
-         "taps_missed_it": True},
-        facts=versus_facts, holds=lambda f: f["taps_tau"] < f["ddtree_tau"]),
+        "*Marginal vs path* at DDTree's budget, 32: the same pool ranked both ways, and what each would have "
+        "accepted.",
+        "Round {round}: TAPS verifies {taps_verified} nodes and accepts none of them (τ {taps_tau}). *Marginal vs "
+        "path* at {compare} nodes, DDTree's budget, ranks the same pool both ways: each ranking's tree now holds "
+        "the target's ‘{ddtree_first}’, which TAPS's {taps_verified} left out (DDTree's ranking accepts ≥ "
+        "{ddtree_accepts}, TAPS's ≥ {reach_accepts}). So DDTree, verifying {compare}, commits more from here. What "
+        "TAPS lost was size, not ranking: a tree sized for this CPU's costs gives up the drafter's less likely "
+        "guesses, and here one of them was the target's.",
+        "Step_through", _taps_step("fib", 5, "compare", compare=32),
+        {"round": 5, "taps_tau": 1, "taps_verified": 11, "compare": 32, "ddtree_first": "␣return",
+         "ddtree_accepts": 1, "reach_accepts": 1},
+        facts=versus_facts,
+        holds=lambda f: f["taps_tau"] < f["ddtree_tau"] and f["ddtree_accepts"] >= 1 and f["taps_missed_it"]),
     Challenge(
         "deep-narrow", "Find a deep, narrow round",
         "Find a round where TAPS commits at least 6 tokens while verifying at most 10 nodes.",
@@ -250,16 +289,17 @@ CARDS = [
         "Open *Python: a Point class* with budget 64: TAPS's first tree has far fewer than 64 nodes. Why, and "
         "what would the full budget buy in that round?",
         "TAPS's cost mode picks the tree size with the most expected tokens per second under the latency "
-        "profile. Switch *TAPS mode* to reach (always the budget's best nodes) and compare round 1.",
-        "On the reference CPU verify(64) takes {cpu_ratio}× as long as verify(1), so cost mode stops round 1 at "
-        "{cost_nodes} nodes (τ {cost_tau}). Reach mode verifies all {reach_nodes} and commits τ {reach_tau}; by "
-        "the profile's clock that round makes {reach_rate} tokens/s against cost mode's {cost_rate}: the extra "
-        "nodes buy tokens, but not enough to pay for their verification here.",
+        "profile: the Select stage draws that curve under the tree (hover it). Then switch *TAPS mode* to reach "
+        "(always the budget's best nodes) and compare round 1.",
+        "The cost model's curve under the tree (expected tokens per second against the nodes verified, on the "
+        "reference CPU profile) peaks at {cost_nodes} nodes, {cost_rate} tokens/s, and falls to {budget_rate} at "
+        "all {budget}: past {cost_nodes}, each node adds less expected τ than its verification costs on this CPU. "
+        "So round 1 verifies {cost_nodes} nodes and commits τ {cost_tau}; reach mode would verify all {budget}, "
+        "for a few more tokens at a slower round.",
         "Step_through", _taps_step("point", 1, "select", budget=64),
-        {"cpu_ratio": 1.9, "cost_nodes": 16, "cost_tau": 5, "reach_nodes": 64, "reach_tau": 7, "cost_rate": 248,
-         "reach_rate": 227},
+        {"cost_nodes": 16, "cost_tau": 5, "budget": 64, "cost_rate": 176, "budget_rate": 148},
         facts=size_facts,
-        holds=lambda f: f["cost_nodes"] < f["budget"] == f["reach_nodes"] and f["cost_rate"] > f["reach_rate"]),
+        holds=lambda f: f["peak"] == f["cost_nodes"] < f["budget"] and f["cost_rate"] > f["budget_rate"]),
     Challenge(
         "h200-vs-laptop", "See why a 64-node tree pays on an H200 but not on this laptop",
         "Race the methods on *Python: a Point class* at budget 64 on the modelled clock of the H200 roofline "
@@ -267,14 +307,14 @@ CARDS = [
         "each, and why?",
         "Compare verify(64) / verify(1) of the two profiles (the sidebar's *Model the speed on* draws the "
         "curve): TAPS's cost mode sizes every tree from the profile the race names.",
-        "Verifying 64 nodes costs {cpu_ratio}× one node on the reference CPU but {h200_ratio}× on the H200 "
-        "estimate, where the target's forward is bound by reading its weights once, whatever the rows. So TAPS's "
-        "first tree grows from {cpu_nodes} nodes (τ {cpu_tau}) here to {h200_nodes} (τ {h200_tau}) there: with a "
-        "parallel drafter the bottleneck is verification, and where verification is flat a wide tree is nearly "
-        "free.",
-        "Race_and_sweep", {"example": "point", "budget": "64", "estimator": "online", "temperature": "0",
-                           "clock": "modelled", "profile": H200_8B},
-        {"cpu_ratio": 1.9, "h200_ratio": 1.0, "cpu_nodes": 16, "cpu_tau": 5, "h200_nodes": 64, "h200_tau": 7},
+        "Verifying 64 nodes costs {h200_ratio:.2f}× one node on the H200 estimate (the page says so above the "
+        "race), where the target's forward is bound by reading its weights once, whatever the rows, but "
+        "{cpu_ratio:.2f}× on the reference CPU. So TAPS's first tree (its lane at round 1: press *Step*) holds "
+        "{h200_nodes} nodes (τ {h200_tau}) there, and {cpu_nodes} (τ {cpu_tau}) once the race is run again on the "
+        "reference CPU (*Back to the reference CPU*): with a parallel drafter the bottleneck is verification, and "
+        "where verification is flat a wide tree is nearly free.",
+        "Race_and_sweep", _race("point", 64, H200_8B),
+        {"cpu_ratio": 1.91, "h200_ratio": 1.0, "cpu_nodes": 16, "cpu_tau": 5, "h200_nodes": 64, "h200_tau": 7},
         facts=hardware_facts,
         holds=lambda f: f["h200_ratio"] < 1.2 and f["cpu_ratio"] > 1.5 and f["h200_nodes"] > f["cpu_nodes"]),
     Challenge(
@@ -285,7 +325,7 @@ CARDS = [
         "Set the off-mode factor to 1: the marginals are then the truth, reach equals the marginal product, "
         "and both rankings expect {taps_expected_at_1} tokens per round (at 0.2: DDTree {ddtree_expected}, TAPS "
         "{taps_expected}).",
-        "Learn", {"preset": TWO_OPENINGS, "factor": "0.2", "budget": "8"},
+        "Learn", _learn(0.2, 8),
         {"ddtree_expected": 3.27, "taps_expected": 3.87, "taps_expected_at_1": 4.27},
         facts=toy_facts,
         holds=lambda f: f["ddtree_expected"] < f["taps_expected"] and f["ddtree_expected_at_1"] == f[
@@ -299,7 +339,7 @@ CARDS = [
         "DDTree loses {ddtree_unreachable} of its 8 nodes, TAPS {taps_unreachable}: the marginal product "
         "believes the marginals under ‘while’, while reach knows they overstate acceptance there (off-mode "
         "factor 0.2).",
-        "Learn", {"preset": TWO_OPENINGS, "factor": "0.2", "budget": "8", "reject": "while"},
+        "Learn", _learn(0.2, 8, "while"),
         {"ddtree_unreachable": 3, "taps_unreachable": 1},
         facts=toy_facts, holds=lambda f: f["taps_unreachable"] < f["ddtree_unreachable"]),
 ]

@@ -1,8 +1,10 @@
 """The side-by-side race (plain Python, no streamlit): AR, DFlash, DDTree and TAPS (and the oracle,
 at temperature 0 only) decode one prompt with the same settings, once; then a CLOCK replays their
-rounds together.
+rounds together. It is the app's one race path: the lanes (`decode_race`), the repeated race and
+the sweep over budgets (`repeated_race`, `sweep`) all plan their runs with `race_jobs` or
+`plan_jobs`, check them once (`check_runs`) and run them through `taps.eval.runner.run_prompt`.
 
-- *modelled* clock (the default, deterministic): each round of a lane lasts what the named latency
+- *modelled* clock (the default, deterministic): each round of a lane lasts what the page's latency
   profile says it costs, `profile.round_time(run label, verified nodes)` (an AR round: the profile's
   AR step), exactly what the modelled speed-up prices;
 - *measured* clock: each round lasts the seconds it took here (one decode: noisy).
@@ -10,37 +12,39 @@ rounds together.
 `Race.lanes_at(t)` is every lane at clock time t (tokens committed by rounds that ended by t, the
 text so far, the last finished round, τ, nodes verified and waste so far); `Race.results()` is the
 finish table: speed-up = τ × t_AR / t_round (mean round times), equal to the ratio of finish times
-when the lanes write the same tokens. Captions (`race_caption`, `sweep_caption`) are written from
-those numbers only: two figures closer than the clock's noise are a tie, and a curve is said to
-peak only where it turns down.
+when the lanes write the same tokens. `Replay` is the replay's clock; `lane_html` and `clock_html`
+draw a lane and the clock. Captions (`race_caption`, `sweep_caption`) are written from those numbers
+only: two figures closer than the clock's noise are a tie, and a curve is said to peak only where
+it turns down.
 
-The race link (`race_link`, `link_values`) names the prompt (an example's id or the text), budget,
-estimator, temperature, clock and latency profile.
+The race's link is `taps.studio.link`'s (`parse_race_link`, `race_link_params`).
 """
 
 from __future__ import annotations
 
 import bisect
+import html
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 from ..config import DecodeConfig, check_value, run_label
 from ..eval.metrics import modelled_round_s
-from ..eval.runner import Job, run_prompt, warm_up
+from ..eval.runner import Job, plan_jobs, run_prompt, runnable_selectors, warm_up
 from ..pair import ModelPair
 from ..policies import AR, DDTREE, DFLASH, ORACLE, TAPS, policy
 from ..record import Round
 from ..session import DecodeSession
-from .link import PROFILE_ID
+from .app_state import check_profile
+from .link import CLOCKS
+from .speed import MIN_REPEATS, compact_rounds, validate_repeats
 
-CLOCKS = ("modelled", "measured")
 RACE_SELECTORS = (DFLASH.name, DDTREE.name, TAPS.name)       # AR always runs first; the oracle on request
 DEFAULT_NEW_TOKENS = 64
 TIE = {"modelled": 0.02, "measured": 0.10}    # relative gap below which two speed-ups are a tie
 SAME = 0.03                                    # relative gap below which two τ are "the same"
 FEWER = 0.05                                   # relative gap in nodes per round worth naming
 FLAT = 0.01                                    # a modelled curve moving less than this is flat
-MAX_PROMPT_CHARS = 4000
+PACES = {"slow": 20.0, "normal": 10.0, "fast": 4.0}   # seconds the whole replay takes
 
 
 # ---------------------------------------------------------------------------- decoding the lanes
@@ -81,12 +85,29 @@ class Decoded:
     lanes: list[Lane]
 
 
+def _jobs(selectors: Sequence[str], config: DecodeConfig) -> list[Job]:
+    """One job per tree selector that can run at the config's temperature (the oracle is greedy
+    only), at the config's budget; TAPS with the config's estimator."""
+    return [Job(name, config.estimator if policy(name).uses_estimator else "marginal", config.budget)
+            for name in runnable_selectors(selectors, config.temperature)]
+
+
 def race_jobs(config: DecodeConfig, oracle: bool = False) -> list[Job]:
     """DFlash, DDTree and TAPS (and the oracle when asked for and the race is greedy) at the
     config's budget; TAPS with the config's estimator."""
-    names = list(RACE_SELECTORS) + ([ORACLE.name] if oracle and config.temperature == 0 else [])
-    return [Job(name, config.estimator if policy(name).uses_estimator else "marginal", config.budget)
-            for name in names]
+    return _jobs([*RACE_SELECTORS, *([ORACLE.name] if oracle else [])], config)
+
+
+def check_runs(pair: ModelPair, prompt: str, config: DecodeConfig, jobs: Sequence[Job], profile) -> None:
+    """Every run of a race or sweep checked once, before anything decodes: a prompt, each job's
+    settings on this pair (`DecodeConfig.validate`), and a latency profile wherever one sizes the
+    trees. A ValueError with the engine's (or the app's) message otherwise."""
+    if not prompt or not prompt.strip():
+        raise ValueError("the prompt is empty: type one or pick an example")
+    for job in jobs:
+        settings = job.settings(config)
+        settings.validate(pair)
+        check_profile(settings, profile)
 
 
 def decode_race(pair: ModelPair, prompt: str, config: DecodeConfig, profile=None, oracle: bool = False,
@@ -95,16 +116,8 @@ def decode_race(pair: ModelPair, prompt: str, config: DecodeConfig, profile=None
     the repeated race): every lane's rounds and its text after each round. `on_round(label, tokens
     so far, lanes done)` after each round (a progress bar). Raises ValueError for settings the pair
     or the profile cannot run (checked before anything decodes)."""
-    if not prompt or not prompt.strip():
-        raise ValueError("the prompt is empty: type one or pick an example")
     jobs = race_jobs(config, oracle)
-    config.with_run(AR.name).validate(pair)
-    for job in jobs:
-        settings = job.settings(config)
-        settings.validate(pair)
-        if settings.uses_profile and profile is None:
-            raise ValueError(f"{settings.policy.label}'s cost mode sizes its trees from a latency profile, and none "
-                             "is available for this pair: pick another TAPS mode or measure one")
+    check_runs(pair, prompt, config, jobs, profile)
     if warm:
         warm_up(pair, config, jobs, profile)
     texts: dict[str, list[str]] = {}
@@ -126,6 +139,59 @@ def decode_race(pair: ModelPair, prompt: str, config: DecodeConfig, profile=None
                           rounds=[Round.from_dict(r) for r in row.round_records], texts=texts.get(label, []),
                           lossless=row.lossless, verdict=row.verdict, verdict_detail=row.verdict_detail))
     return Decoded(prompt=prompt, config=config, lanes=lanes)
+
+
+# ---------------------------------------------------------------------------- repeated: the race and the sweep
+def _repeat(pair: ModelPair, prompt: str, prompt_id: str, config: DecodeConfig, jobs: list[Job], repeats: int,
+            profile, on_round=None, on_result=None) -> list[list[dict]]:
+    """AR and every job, `repeats` times over (interleaved: a burst of load hits every run alike);
+    per repeat one compacted row per run."""
+    warm_up(pair, config)
+    out: list[list[dict]] = []
+    for n in range(repeats):
+        hook = (lambda job, session, record, n=n: on_round(n, job, session, record)) if on_round else None
+        done = (lambda row, n=n: on_result(n, row)) if on_result else None
+        rows = run_prompt(pair, {"id": prompt_id, "prompt": prompt}, jobs, config, profile=profile, on_round=hook,
+                          on_result=done, keep_rounds=True)
+        out.append([compact_rounds(row.as_dict()) for row in rows])
+    return out
+
+
+def repeated_race(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: Sequence[str],
+                  repeats: int = MIN_REPEATS, profile=None,
+                  on_round: Callable[[int, Job, DecodeSession, Round], None] | None = None) -> list[list[dict]]:
+    """Each selector on the same prompt and settings, AR first (every speed-up is against it), the
+    whole race `repeats` times; `on_round(repeat, job, session, round)` after every round for live
+    counters. At T>0 the oracle, defined for greedy decoding only, is left out."""
+    repeats = validate_repeats(repeats)
+    jobs = _jobs(selectors, config)
+    check_runs(pair, prompt, config, jobs, profile)
+    return _repeat(pair, prompt, "race", config, jobs, repeats, profile, on_round=on_round)
+
+
+def sweep(pair: ModelPair, prompt: str, config: DecodeConfig, selectors: Sequence[str], budgets: Sequence[int],
+          estimator: str, repeats: int = MIN_REPEATS, profile=None,
+          on_result: Callable[[int, int, dict], None] | None = None) -> list[list[dict]]:
+    """AR, then every selector x budget on one prompt, `repeats` times (`on_result(done, total, row)`)."""
+    repeats = validate_repeats(repeats)
+    if not budgets:
+        raise ValueError("pick at least one budget")
+    for budget in budgets:
+        check_value("budget", budget)
+    tree_selectors = runnable_selectors(selectors, config.temperature)
+    if not tree_selectors:
+        raise ValueError("pick at least one tree selector (dflash, ddtree, taps or oracle)")
+    jobs: list[Job] = plan_jobs(tree_selectors, sorted(set(budgets)), [estimator])
+    check_runs(pair, prompt, config, jobs, profile)
+    total = (len(jobs) + 1) * repeats
+    done = [0]
+
+    def collect(_repeat_index: int, row) -> None:
+        done[0] += 1
+        if on_result:
+            on_result(done[0], total, row.as_dict())
+
+    return _repeat(pair, prompt, "sweep", config, jobs, repeats, profile, on_result=collect)
 
 
 # ---------------------------------------------------------------------------- the clock
@@ -244,6 +310,119 @@ def on_clock(decoded: Decoded, clock: str = "modelled", profile=None) -> Race:
     return Race(decoded, clock, durations)
 
 
+# ---------------------------------------------------------------------------- the replay
+@dataclass
+class Replay:
+    """Where the replay's clock stands (seconds of the race's clock), whether it plays, and the wall
+    clock's reading when it last moved: the page keeps one in its session and drives it."""
+
+    t: float = 0.0
+    playing: bool = False
+    last_tick: float = 0.0
+
+    def play(self, race: Race | None, now: float) -> None:
+        """Play on (from the start again when the race is over)."""
+        if race is not None and self.t >= race.end:
+            self.t = 0.0
+        self.playing, self.last_tick = True, now
+
+    def pause(self) -> None:
+        self.playing = False
+
+    def step(self, race: Race | None) -> None:
+        """Pause at the next round's end in any lane."""
+        if race is not None:
+            self.playing, self.t = False, race.next_event(self.t)
+
+    def restart(self) -> None:
+        self.playing, self.t = False, 0.0
+
+    def start(self, now: float) -> None:
+        """Play a new race from its start."""
+        self.t, self.playing, self.last_tick = 0.0, True, now
+
+    def to_end(self, race: Race | None) -> None:
+        if race is not None:
+            self.playing, self.t = False, race.end
+
+    def advance(self, race: Race, now: float, pace: str) -> bool:
+        """While playing, move the clock on by the wall time since the last move, at the pace where
+        the whole race takes PACES[pace] seconds; True once it reaches the end (it stops there)."""
+        if not self.playing:
+            return False
+        rate = race.end / PACES.get(pace, PACES["normal"])
+        self.t = min(race.end, self.t + (now - self.last_tick) * rate)
+        self.last_tick = now
+        if self.t >= race.end:
+            self.playing = False
+            return True
+        return False
+
+    def at_end(self, race: Race | None) -> bool:
+        return race is not None and not self.playing and self.t >= race.end
+
+
+# ---------------------------------------------------------------------------- the lanes as HTML
+LANE_CSS = """
+<style>
+.race-lane { border-left: 6px solid var(--lane); padding: 0.1rem 0.5rem; }
+.race-lane .head { font-weight: 700; font-size: 1.1rem; }
+.race-lane .stats { font-size: 0.95rem; line-height: 1.35; }
+.race-lane .text { white-space: pre-wrap; font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace;
+  font-size: 0.9rem; line-height: 1.35; height: var(--text-h); overflow: hidden; display: flex; overflow-wrap: anywhere;
+  flex-direction: column-reverse; border: 1px solid #ccc; border-radius: 4px; padding: 0.2rem 0.35rem;
+  background: #fff; color: #111; margin-top: 0.2rem; }
+.race-clock { font-size: 1.05rem; }
+</style>
+"""
+
+
+def clock_html(race: Race, t: float) -> str:
+    """The replay's clock: where it stands, of how long, on which clock (its numbers in data-t, data-end)."""
+    return (f'{LANE_CSS}<div class="race-clock" data-t="{t!r}" data-end="{race.end!r}">clock <b>{1000 * t:.2f} ms</b> '
+            f'of {1000 * race.end:.2f} ms · {html.escape(race.clock)}</div>')
+
+
+def lane_html(lane: LaneState, text_px: int) -> str:
+    """One lane at a clock time: its method, round, tokens, τ, nodes verified, waste and text so far,
+    in its policy's colour (its tokens in data-tokens)."""
+    waste = f"{lane.waste} ({100 * lane.waste / lane.verified:.0f}%)" if lane.verified else "0"
+    where = "done" if lane.finished else f"round {lane.running}"
+    colour = _policy_of({"run": lane.label}).colour
+    return (f'<div class="race-lane" data-lane="{html.escape(lane.label)}" data-tokens="{lane.tokens}" '
+            f'style="--lane: {colour}; --text-h: {text_px}px">'
+            f'<div class="head">{html.escape(lane.name)} <span style="font-weight:400">· {where}</span></div>'
+            f'<div class="stats"><b>{lane.tokens}</b> tokens · τ {lane.tau:.2f}<br>verified {lane.verified} · '
+            f'waste {waste}</div><div class="text"><span>{html.escape(lane.text) or "&nbsp;"}</span></div></div>')
+
+
+def lane_title(lane: LaneState) -> str:
+    """A lane's small tree's title: its last finished round."""
+    if lane.last is None:
+        return "no round finished yet"
+    return f"round {lane.last.number}: τ {lane.last.tau}, verified {lane.last.verified_nodes}"
+
+
+FINISH_DIGITS = {"τ": 2, "speed-up": 2, "t_round (ms)": 3, "t_AR (ms)": 3, "verified / round": 1, "waste %": 1,
+                 "finish (ms)": 2}
+
+
+def finish_table(rows: list[dict]) -> list[dict]:
+    """The finish table as the page shows it: every figure at the digits the captions read."""
+    return [{**{k: v for k, v in r.items() if k != "run"},
+             **{name: f"{r[name]:.{n}f}" for name, n in FINISH_DIGITS.items()}} for r in rows]
+
+
+def speed_formula(rows: list[dict], clock: str, priced_by: str = "") -> str:
+    """The finish table's speed-up, said as a formula with AR's mean round on this clock (and the
+    profile that priced it, on the modelled clock)."""
+    ar = next(r for r in rows if _policy_of(r).baseline)
+    where = f"the {clock} clock" + (f" of the {priced_by}" if clock == "modelled" and priced_by else "")
+    return (f"**speed-up = τ × t_AR / t_round**, with t_AR = {ar['t_AR (ms)']:.3f} ms (AR's mean round on {where}) "
+            "and t_round each method's mean round: the same as AR's finish time over the method's when both wrote "
+            "the same tokens.")
+
+
 # ---------------------------------------------------------------------------- captions from the data
 def _gap(a: float, b: float) -> float:
     """Relative gap between two positive figures (of the larger)."""
@@ -304,8 +483,9 @@ def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def race_caption(rows: list[dict], clock: str = "modelled") -> str:
-    """What the finish table shows, in sentences built from its (rounded) numbers only."""
+def race_caption(rows: list[dict], clock: str = "modelled", priced_by: str = "") -> str:
+    """What the finish table shows, in sentences built from its (rounded) numbers only; on the
+    modelled clock, the profile that `priced_by` names."""
     parts = [s for s in (_speed_sentence(rows, clock), _nodes_sentence(rows), _oracle_sentence(rows)) if s]
     if not parts:
         return ""
@@ -313,6 +493,8 @@ def race_caption(rows: list[dict], clock: str = "modelled") -> str:
     text += _lossless_sentence(rows)
     if clock == "measured":
         text += " The measured clock is one decode on this machine: read small gaps as noise."
+    elif priced_by:
+        text += f" The modelled clock's round times: the {priced_by}."
     return text[0].upper() + text[1:]
 
 
@@ -377,69 +559,3 @@ def sweep_caption(summary: Sequence[dict], best: Sequence[dict]) -> str:
     if noisy:
         text += f" Measured: the budgets of {_and(noisy)} are within noise of each other (no best named)."
     return text
-
-
-# ---------------------------------------------------------------------------- the race link
-LINK_FIELDS = ("example", "prompt", "budget", "estimator", "temperature", "clock", "profile")
-
-
-def link_values(params: Mapping[str, str], examples: Sequence[dict]) -> tuple[dict, list[str]]:
-    """The settings a race link names, and a message per bad parameter (which is then left out, so
-    the page keeps its default): {"prompt", "example" (its id), "budget", "estimator",
-    "temperature", "clock", "profile"}, each only when given and valid."""
-    values: dict = {}
-    problems: list[str] = []
-    by_id = {e["id"]: e for e in examples}
-    if "example" in params:
-        chosen = by_id.get(str(params["example"]))
-        if chosen is None:
-            problems.append(f"unknown example '{params['example']}': choose one of {', '.join(by_id)}")
-        else:
-            values.update(example=chosen["id"], prompt=chosen["prompt"])
-    elif "prompt" in params:
-        text = str(params["prompt"])
-        if not text.strip():
-            problems.append("the link's prompt is empty")
-        elif len(text) > MAX_PROMPT_CHARS:
-            problems.append(f"the link's prompt is too long ({len(text)} characters; at most {MAX_PROMPT_CHARS})")
-        else:
-            values["prompt"] = text
-    for name, kind, what in (("budget", int, "a whole number"), ("temperature", float, "a number"),
-                             ("estimator", str, "")):
-        if name not in params:
-            continue
-        raw = params[name]
-        try:
-            value = kind(raw)
-        except (TypeError, ValueError):
-            problems.append(f"link: {name} must be {what}, got {raw!r}")
-            continue
-        try:
-            check_value(name, value)
-        except ValueError as exc:
-            problems.append(f"link: {exc}")
-            continue
-        values[name] = value
-    if "clock" in params:
-        if params["clock"] in CLOCKS:
-            values["clock"] = params["clock"]
-        else:
-            problems.append(f"link: unknown clock '{params['clock']}': choose one of {', '.join(CLOCKS)}")
-    if "profile" in params:
-        name = str(params["profile"]).strip()
-        if PROFILE_ID.match(name):
-            values["profile"] = name
-        else:
-            problems.append(f"link: '{name[:60]}' is not a latency profile id (letters, digits, . _ @ + -)")
-    return values, problems
-
-
-def race_link(prompt: str, examples: Sequence[dict], budget: int, estimator: str, temperature: float, clock: str,
-              profile: str = "") -> dict[str, str]:
-    """The query parameters of a race link: an example's id when the prompt is one, else the text."""
-    chosen = next((e for e in examples if e["prompt"] == prompt), None)
-    params = {"example": chosen["id"]} if chosen is not None else {"prompt": prompt}
-    params.update(budget=str(budget), estimator=estimator, temperature=f"{float(temperature):g}", clock=clock)
-    if profile:
-        params["profile"] = profile
-    return params

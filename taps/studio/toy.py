@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -262,12 +261,11 @@ def _rank(score: np.ndarray) -> np.ndarray:
     return ranks
 
 
-# ---------------------------------------------------------------------------- the Learn page's link
+# ---------------------------------------------------------------------------- the Learn page's state
 FACTOR_STEP = 0.05               # the off-mode factor slider's step
 MAX_BUDGET = 60                  # the budget slider's top (or the tree's size when smaller)
 DEFAULT_BUDGET = 8
 MAX_REJECT_DEPTH = 2             # "suppose the target rejects" offers the nodes of depth 1 and 2
-LEARN_PARAMS = ("preset", "factor", "budget", "reject")
 
 
 @dataclass
@@ -306,76 +304,3 @@ def find_preset(text: str) -> str | None:
         return "".join(c for c in name.lower() if c.isalnum())
 
     return next((name for name in PRESETS if squash(name) == squash(text)), None)
-
-
-def _param(params: Mapping, name: str) -> str | None:
-    value = params.get(name)
-    if isinstance(value, (list, tuple)):
-        value = value[-1] if value else None
-    return None if value is None else str(value).strip()
-
-
-def _read_factor(text: str, default: float, messages: list[str]) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        messages.append(f"Link parameter factor: {text!r} is not a number; using {default:g}.")
-        return default
-    if not 0.0 <= value <= 1.0:                       # NaN fails this too
-        messages.append(f"Link parameter factor: the off-mode factor must be between 0 and 1, got {text}; "
-                        f"using {default:g}.")
-        return default
-    snapped = round(round(value / FACTOR_STEP) * FACTOR_STEP, 2)
-    if abs(snapped - value) > 1e-9:
-        messages.append(f"Link parameter factor: the slider moves in steps of {FACTOR_STEP:g}; {text} is shown "
-                        f"as {snapped:g}.")
-    return snapped
-
-
-def _read_budget(text: str, tree: ToyTree, messages: list[str]) -> int:
-    top = budget_limit(tree)
-    default = min(DEFAULT_BUDGET, top)
-    if not text.isdigit() or not 1 <= int(text) <= top:
-        messages.append(f"Link parameter budget: the budget must be a whole number from 1 to {top} for this "
-                        f"tree, got {text!r}; using {default}.")
-        return default
-    return int(text)
-
-
-def parse_learn_params(params: Mapping) -> tuple[LearnState, list[str]]:
-    """The LearnState query parameters describe, and a message for each bad one (which gets the
-    page's default: the first preset, its own factor, budget 8, nothing rejected)."""
-    messages: list[str] = []
-    name = next(iter(PRESETS))
-    text = _param(params, "preset")
-    if text is not None:
-        found = find_preset(text)
-        if found is None:
-            messages.append(f"Link parameter preset: unknown preset {text!r}: choose one of {', '.join(PRESETS)}; "
-                            f"using {name!r}.")
-        else:
-            name = found
-    factor = PRESETS[name].off_mode_factor
-    text = _param(params, "factor")
-    if text is not None:
-        factor = _read_factor(text, factor, messages)
-    state = LearnState(name, factor, DEFAULT_BUDGET)
-    tree = state.tree()
-    text = _param(params, "budget")
-    state.budget = _read_budget(text, tree, messages) if text is not None else min(DEFAULT_BUDGET, budget_limit(tree))
-    text = _param(params, "reject")
-    if text:
-        if node_by_path(tree, text) is None:
-            messages.append(f"Link parameter reject: {text!r} is not a node of depth 1 or 2 in {name!r}; "
-                            "supposing nothing rejected.")
-        else:
-            state.reject = " ".join(text.split())
-    return state, messages
-
-
-def learn_link_params(state: LearnState) -> dict[str, str]:
-    """The query parameters of a Learn link (the reverse of `parse_learn_params`)."""
-    params = {"preset": state.preset, "factor": f"{state.factor:g}", "budget": str(state.budget)}
-    if state.reject:
-        params["reject"] = state.reject
-    return params

@@ -1,0 +1,370 @@
+"""Race and sweep's Streamlit pieces: the race's link (read when a new one arrives, written after
+every change), the lanes decoded once and replayed on the page's clock, the finish table, the
+repeated race's live boards and the image buttons. The logic is `taps.studio.race`'s (no
+streamlit); the page (`app_pages/2_Race_and_sweep.py`) only arranges these."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from app_pages import address
+from app_pages import common as ui
+from taps.config import MAX_BUDGET, DecodeConfig, check_value
+from taps.eval.metrics import summarize
+from taps.eval.runner import runnable_selectors
+from taps.policies import AR
+from taps.studio import figures
+from taps.studio.app_state import best_table, repeated_table, results_frame, sweep_csv
+from taps.studio.export import ExportError
+from taps.studio.figures.charts import lane_tree_figure
+from taps.studio.lesson import prompt_excerpt
+from taps.studio.link import RaceLink, example_of, fits, parse_race_link, race_link_params, too_long
+from taps.studio.page_profile import PageProfile
+from taps.studio.race import (
+    Replay,
+    clock_html,
+    decode_race,
+    finish_table,
+    lane_html,
+    lane_title,
+    on_clock,
+    race_caption,
+    race_jobs,
+    repeated_race,
+    speed_formula,
+    sweep,
+    sweep_caption,
+)
+from taps.studio.serve import decode_service
+from taps.studio.speed import best_budgets, machine_load, profile_name, spread_notes, summarize_repeats
+
+TICK_S = 0.3
+WIDGETS = {"budget": "race_budget", "estimator": "race_estimator", "temperature": "race_temperature",
+           "clock": "race_clock"}
+
+
+# ---------------------------------------------------------------- the race link
+def read_link(pair) -> None:
+    """A new link's settings, applied to the page's widgets (call before they are drawn), its
+    profile to the session's runs; a message per bad parameter (`link_messages`)."""
+    params = address.arrived()
+    if params is None:
+        return
+    state = st.session_state
+    link, messages = parse_race_link(params, ui.examples(), pair)
+    if {"example", "prompt"} & link.given:
+        state["race_prompt"] = link.prompt
+        chosen = next((e for e in ui.examples() if e["id"] == link.example), None)
+        state["race_example"] = chosen["title"] if chosen else ui.OWN_PROMPT
+    for name, key in WIDGETS.items():
+        if name in link.given:
+            state[key] = getattr(link, name)
+    if link.profile:
+        ui.use_profile(link.profile if link.profile != ui.page_profile(pair).default_id else None)
+    state["race_link_messages"] = messages
+
+
+def link_messages() -> None:
+    messages = st.session_state.get("race_link_messages") or []
+    if messages:
+        st.warning("This link had settings the page could not use:\n\n" + "\n".join(f"- {m}" for m in messages))
+
+
+def write_link(prompt: str, budget, estimator: str, temperature, clock: str, profile_id: str) -> None:
+    """The address bar: a link that reopens these settings (without a prompt longer than a link carries)."""
+    if not fits(prompt):
+        st.caption(f"No link holds this prompt: {too_long(prompt)}; the address bar keeps the settings only.")
+    link = RaceLink(prompt, example_of(prompt, ui.examples()), budget, estimator, temperature or 0.0, clock,
+                    profile_id or None, ui.presenter())
+    address.show(race_link_params(link))
+
+
+# ---------------------------------------------------------------- decode once, then replay
+@dataclass
+class Setup:
+    """What a race on this page runs: the prompt and settings, the page's profiles, the lanes asked for."""
+
+    prompt: str
+    config: DecodeConfig | None
+    max_new: int
+    oracle: bool
+    clock: str
+    found: PageProfile
+    problem: str = ""                # why the settings cannot run ("" when they can)
+
+    @property
+    def key(self) -> tuple:
+        """What the decoded lanes depend on (not the clock, nor the profile that prices them)."""
+        return self.prompt, self.config, self.max_new, self.oracle, self.found.sizing_id
+
+
+def replay() -> Replay:
+    return st.session_state.setdefault("race_replay", Replay())
+
+
+def current_race(setup: Setup):
+    """The decoded lanes on this page's clock (the modelled one priced by the page's profile), and a
+    problem ("" when none)."""
+    lanes = st.session_state.get("race_lanes")
+    if not lanes:
+        return None, ""
+    try:
+        return on_clock(lanes["decoded"], setup.clock, setup.found.model), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def decode_lanes(pair, setup: Setup) -> None:
+    """Every lane decoded once (a progress bar), then the replay starts."""
+    bar = st.progress(0.0, text="Decoding every lane once: AR first…")
+    config, max_new = setup.config, setup.max_new
+    count = 1 + len(race_jobs(config, setup.oracle))
+
+    def tick(label: str, tokens: int, done: int) -> None:
+        share = (done + min(tokens, max_new) / max_new) / count
+        bar.progress(min(share, 1.0), text=f"Decoding {label}: {tokens} of {max_new} tokens ({done} of {count} lanes "
+                                           "done)")
+
+    try:
+        with decode_service().held(on_wait=ui.queue_notice(bar)):
+            decoded = decode_race(pair, setup.prompt, config, profile=setup.found.sizing, oracle=setup.oracle,
+                                  on_round=tick)
+    except (ValueError, RuntimeError) as exc:
+        st.session_state.pop("race_lanes", None)
+        st.error(f"Cannot race: {exc}")
+        return
+    finally:
+        bar.empty()
+    st.session_state["race_lanes"] = {"decoded": decoded, "key": setup.key}
+    replay().start(time.monotonic())
+    st.rerun()                   # the controls, drawn before the click was known, now say Pause
+
+
+def controls(pair, setup: Setup) -> None:
+    """Race (decode every lane), Play or Pause, Step, Restart, End, and which clock the replay runs on."""
+    race, _ = current_race(setup)
+    clock = replay()
+    bar = st.container(horizontal=True, vertical_alignment="center", gap="small", key="race_controls")
+    with bar:
+        clicked = ui.action_button(st, "Race", key="lanes_btn", type="primary", disabled=bool(setup.problem),
+                                   help="Decode every lane once (a progress bar), then replay them together on the "
+                                        "clock")
+        if clock.playing:
+            st.button("Pause", key="race_pause", on_click=clock.pause, icon=":material/pause:")
+        else:
+            st.button("Play", key="race_play", on_click=lambda: clock.play(current_race(setup)[0], time.monotonic()),
+                      icon=":material/play_arrow:")
+        st.button("Step", key="race_step", on_click=lambda: clock.step(current_race(setup)[0]),
+                  icon=":material/skip_next:", help="Pause and move the clock to the next round's end in any lane")
+        st.button("Restart", key="race_restart", on_click=clock.restart, icon=":material/replay:")
+        st.button("End", key="race_end", on_click=lambda: clock.to_end(current_race(setup)[0]),
+                  icon=":material/last_page:")
+        st.caption(clock_caption(setup))
+    if clicked and not setup.problem:
+        decode_lanes(pair, setup)
+    _, clock_problem = current_race(setup)
+    if clock_problem:
+        st.error(clock_problem)
+    lanes = st.session_state.get("race_lanes")
+    if race is not None and lanes["key"] != setup.key:
+        st.caption("The lanes show the last race; press **Race** to race these settings.")
+
+
+def clock_caption(setup: Setup) -> str:
+    """Which clock the lanes run on: the modelled one names the page's profile (and, when a what-if
+    prices it, the profile the trees were sized from)."""
+    if setup.clock != "modelled":
+        return f"Clock: **{setup.clock}** · this machine, one decode"
+    found = setup.found
+    text = f"Clock: **modelled** · {ui.profile_label(found.model_id)}"
+    if found.what_if:
+        text += f" · trees sized from {ui.profile_label(found.sizing_id)}"
+    return text
+
+
+def lanes_view(setup: Setup) -> None:
+    """The lanes at the replay's clock, redrawn every TICK_S seconds while it plays."""
+    race, _ = current_race(setup)
+    playing = replay().playing and race is not None
+    st.fragment(run_every=TICK_S if playing else None)(_draw_lanes)(setup)
+
+
+def _draw_lanes(setup: Setup) -> None:
+    shown, _ = current_race(setup)
+    if shown is None:
+        return
+    clock = replay()
+    ended = clock.advance(shown, time.monotonic(), st.session_state.get("race_pace", "normal"))
+    st.html(clock_html(shown, clock.t))
+    st.progress(min(clock.t / shown.end, 1.0) if shown.end > 0 else 1.0)
+    states = shown.lanes_at(clock.t)
+    text_px, tree_px = (96, 150) if ui.presenter() else (130, 190)
+    for column, lane, info in zip(st.columns(len(states)), shown.lanes, states):
+        with column:
+            st.html(lane_html(info, text_px))
+            ui.chart(lane_tree_figure(info.last, height=tree_px, title=lane_title(info)), f"lane_tree_{lane.label}",
+                     config={"displayModeBar": False})
+    if ended:
+        st.rerun(scope="app")
+
+
+def finish(setup: Setup) -> None:
+    """Once the replay has ended: the finish table, its speed-up as a formula, the caption written
+    from its numbers (naming the profile that priced the modelled clock), and any lane's verdict."""
+    race, _ = current_race(setup)
+    if not replay().at_end(race):
+        return
+    rows = race.results()
+    st.table(pd.DataFrame(finish_table(rows)).astype(str).set_index("method"))
+    priced_by = profile_name(setup.found.model) if race.clock == "modelled" else ""
+    st.markdown(speed_formula(rows, race.clock, priced_by))
+    st.container(key="race_caption").markdown(race_caption(rows, race.clock, priced_by))
+    for lane in race.lanes:
+        if lane.verdict != "yes" and lane.verdict_detail:
+            st.caption(f"{lane.name}: {lane.verdict_detail}")
+    st.caption("Legend of the small trees: ■ root · ● accepted (thick path) · ◆ rejected sibling · ✕ waste under a "
+               "rejected prefix (dotted) · ★ the target's bonus token.")
+
+
+# ---------------------------------------------------------------- the repeated race and the sweep
+def live_boards(selectors: list[str], temperature: float, repeats: int):
+    """A board per run of the repeated race (AR first), redrawn at most every 0.25 s with its tokens
+    and τ: the `on_round` of `taps.studio.race.repeated_race`."""
+    shown = [AR.name, *runnable_selectors(selectors, temperature)]
+    boards = {name: slot.empty() for name, slot in zip(shown, st.columns(len(shown)))}
+    last_draw = {name: 0.0 for name in shown}
+
+    def draw(repeat, job, session, record) -> None:
+        now = time.perf_counter()
+        if not session.finished and now - last_draw[job.selector] < 0.25:
+            return
+        last_draw[job.selector] = now
+        summary = summarize(session.rounds)
+        with boards[job.selector].container():
+            st.markdown(f"**{job.label}** · repeat {repeat + 1} of {repeats}" + (" ✓" if session.finished else " …"))
+            st.metric("Tokens", summary.new_tokens)
+            st.metric("τ", f"{summary.tau:.2f}")
+    return draw
+
+
+def _model_label(setup: Setup) -> str:
+    return ui.short_label(setup.found.model_id) if setup.found.model is not None else "no profile"
+
+
+def repeated(pair, setup: Setup, selectors: list[str], repeats: int) -> None:
+    """The repeated race: its profile named, its button (live boards while it runs), then the
+    modelled and measured speed-ups as a chart and a table, with the spread's notes and downloads."""
+    state, model = st.session_state, setup.found.model
+    st.caption(f"Modelled speed-ups use the {profile_name(model)}. Measured ones are wall clock on this machine, "
+               f"repeated {repeats} times." if model is not None else
+               "No latency profile for this pair yet: measure this machine's (sidebar) for the modelled speed-ups.")
+    if st.button("Race, repeated", key="race_btn", type="primary"):
+        load = machine_load()
+        try:
+            if setup.config is None:
+                raise ValueError(setup.problem)
+            draw = live_boards(selectors, setup.config.temperature, repeats)
+            with st.status(f"Racing: AR first, then each selector; {repeats} repeats…", expanded=False) as status, \
+                    decode_service().held(on_wait=ui.queue_notice(st.empty())):
+                runs = repeated_race(pair, setup.prompt, setup.config, selectors, repeats=repeats,
+                                     profile=setup.found.sizing, on_round=draw)
+                status.update(label="Race finished", state="complete")
+            state["race_result"] = {"runs": runs, "load": load, "prompt": setup.prompt}
+        except (ValueError, RuntimeError) as exc:
+            state.pop("race_result", None)
+            st.error(f"Cannot race: {exc}")
+    result = state.get("race_result")
+    if not result:
+        return
+    summary = summarize_repeats(result["runs"], model)
+    figure = figures.race_figure(summary, _model_label(setup))
+    ui.chart(figure, "race_chart")
+    for note in spread_notes(summary, result["load"]):
+        st.warning(note)
+    st.caption("Look for: the modelled bars follow from τ and the nodes verified, priced by the profile, and do not "
+               "move when the machine is busy; the measured bars are this machine's wall clock, with their range.")
+    st.dataframe(repeated_table(summary), key="race_table", hide_index=True)
+    cols = st.columns(3)
+    cols[0].download_button("Race results as CSV", data=results_frame(summary).to_csv(index=False),
+                            file_name="taps-race.csv", mime="text/csv", key="race_dl_csv", on_click="ignore")
+    config = setup.config or DecodeConfig()
+    with cols[1]:
+        image_buttons(figures.export_title(figure, result["prompt"], what=f"Race · estimator {config.estimator} · "
+                                                                          f"budget {config.budget}"),
+                      f"taps-race-budget{config.budget}", "race")
+
+
+def swept(pair, setup: Setup, selectors: list[str], budgets: list[int], repeats: int) -> None:
+    """The sweep: its button (a progress bar), then the modelled and measured curves over budgets,
+    the caption from their numbers, acceptance against cost, the best budget per selector, downloads."""
+    state, model = st.session_state, setup.found.model
+    if st.button("Sweep", key="sweep_btn", type="primary"):
+        progress = st.progress(0.0, text="AR first…")
+
+        def tick(done: int, total: int, row: dict) -> None:
+            progress.progress(done / total,
+                              text=f"{done} of {total} runs · last: {row['label']} budget {row['budget']}")
+
+        load = machine_load()
+        try:
+            if setup.config is None:
+                raise ValueError(setup.problem)
+            for value in budgets:
+                check_value("budget", value)
+            with decode_service().held(on_wait=ui.queue_notice(progress)):
+                runs = sweep(pair, setup.prompt, setup.config, selectors, budgets, setup.config.estimator,
+                             repeats=repeats, profile=setup.found.sizing, on_result=tick)
+            state["sweep_result"] = {"runs": runs, "load": load, "prompt": setup.prompt}
+        except (ValueError, RuntimeError) as exc:
+            state.pop("sweep_result", None)
+            st.error(f"Cannot sweep: {exc}")
+        progress.empty()
+    result = state.get("sweep_result")
+    if not result:
+        return
+    summary = summarize_repeats(result["runs"], model)
+    best = best_budgets(summary)
+    figure = figures.sweep_figure(summary, _model_label(setup), best)
+    ui.chart(figure, "sweep_chart")
+    for note in spread_notes(summary, result["load"]):
+        st.warning(note)
+    st.markdown(sweep_caption(summary, best))
+    st.caption("A measured best budget is starred only where even its slowest repeat beat every other budget's "
+               "fastest; the modelled curves, priced by the profile, carry no noise.")
+    left, right = st.columns([3, 2])
+    with left:
+        ui.chart(figures.tradeoff_figure(summary), "tradeoff_chart")
+        st.caption("Look for: the steeper a curve, the more each verified node buys in accepted tokens.")
+    with right:
+        st.markdown("**Best budget per selector on this device**")
+        st.dataframe(best_table(best), key="sweep_best_table", hide_index=True)
+        noisy = [f"{row['selector']}: {', '.join(map(str, row['tied']))}" for row in best if row["tied"]]
+        st.caption((f"Within noise (measured): {'; '.join(noisy)}. " if noisy else "")
+                   + f"Budgets {', '.join(str(b) for b in sorted(set(budgets)))} (up to {MAX_BUDGET} allowed)"
+                   + (f"; modelled on the {profile_name(model)}." if model is not None else "."))
+        st.download_button("Sweep as CSV", data=sweep_csv(summary), file_name="taps-sweep.csv", mime="text/csv",
+                           key="sweep_dl_csv", on_click="ignore")
+        estimator = (setup.config or DecodeConfig()).estimator
+        image_buttons(figures.export_title(figure, result["prompt"], what=f"Sweep · estimator {estimator} · budgets "
+                                                                           f"{', '.join(map(str, sorted(budgets)))}"),
+                      f"taps-sweep-{prompt_excerpt(result['prompt'], 12).replace('/', '_')}", "sweep")
+
+
+def image_buttons(figure, stem: str, key: str) -> None:
+    """Make a PNG of `figure` (the time-limited export), then download it."""
+    state = st.session_state
+    if st.button("Make PNG", key=f"{key}_make_png"):
+        with st.spinner("Rendering the PNG (at most a minute)…"):
+            try:
+                state[f"{key}_png"] = (stem, figures.figure_png(figure))
+            except ExportError as exc:
+                state.pop(f"{key}_png", None)
+                st.error(f"No PNG: {exc}")
+    made = state.get(f"{key}_png")
+    if made is not None and made[0] == stem:
+        st.download_button("Download PNG", data=made[1], file_name=f"{stem}.png", mime="image/png",
+                           key=f"{key}_dl_png", on_click="ignore")

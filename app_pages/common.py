@@ -609,6 +609,7 @@ def frame(pages: list) -> st.navigation:
     on_stage = presenter()
     st.html(BASE_CSS + (PRESENTER_CSS if on_stage else ""))
     page = st.navigation(pages, position="hidden" if on_stage else "sidebar")
+    address.visit(page.title)
     if on_stage:
         top = st.container(horizontal=True, vertical_alignment="center", gap="small", key="presenter_bar")
         with top:

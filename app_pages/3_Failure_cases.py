@@ -7,7 +7,7 @@ import streamlit as st
 
 from app_pages import common as ui
 from taps.eval.prompts import humaneval_prompts, parse_prompt_text
-from taps.policies import DDTREE, TAPS
+from taps.policies import DDTREE, ORACLE, TAPS
 from taps.studio import figures
 from taps.studio.app_state import profile_needed
 from taps.studio.failures import KINDS, checked_summary, display_name, find_failures
@@ -18,10 +18,10 @@ state = st.session_state
 SOURCES = ("Shipped examples", "HumanEval", "Your own")
 on_stage = ui.presenter()
 PRESENTER_EXTRA_PX = 100        # presenter mode: the pickers' row and the case's why, beyond what ui.tree_plot keeps
-INTRO = ("TAPS runs greedily over a set of prompts. From the root of every TAPS round, DDTree and the oracle each "
-         "run one round over the same context, so all three are compared at the same position. Rounds where "
-         "TAPS accepted fewer tokens, or spent most of its verified nodes under a rejected prefix, are listed "
-         "worst first.")
+INTRO = ("TAPS runs greedily over a set of prompts. From the root of every TAPS round, DDTree runs one round over "
+         "the same context (and, when asked, the oracle, which knows the target's tokens), so they are compared "
+         "at the same position. Rounds where TAPS accepted fewer tokens than DDTree come first, most tokens lost "
+         "first; then rounds that spent most of their verified nodes under a rejected prefix.")
 
 if not on_stage:                # presenter mode: the top bar names the page; the settings fold into its popover
     st.title("Failure cases")
@@ -29,7 +29,7 @@ if not on_stage:                # presenter mode: the top bar names the page; th
 state.setdefault("fail_source", SOURCES[0])
 state.setdefault("fail_limit", 5)
 state.setdefault("fail_waste_threshold", 0.5)
-ui.keep("fail_source", "fail_text", "fail_limit", "fail_waste_threshold", "fail_kind")
+ui.keep("fail_source", "fail_text", "fail_limit", "fail_waste_threshold", "fail_kind", "fail_oracle")
 settings_box = ui.settings_area("Prompts and settings")
 with settings_box:
     source = st.radio("Prompts", SOURCES, horizontal=True, key="fail_source", help=INTRO if on_stage else None)
@@ -47,6 +47,9 @@ with settings_box:
     limit = cols[1].number_input("Prompts at most", step=1, key="fail_limit", help="1 to 200")
     threshold = cols[2].slider("Waste flag at", min_value=0.1, max_value=1.0, step=0.05, key="fail_waste_threshold",
                                help="Flag rounds whose waste share reaches this")
+    with_oracle = st.checkbox("Also flag rounds below the oracle", key="fail_oracle",
+                              help="The oracle knows the target's tokens (hindsight), so TAPS is below it in most "
+                                   "rounds: a kind to ask for, not a default")
 
 
 def gather_prompts() -> list[dict]:
@@ -69,7 +72,9 @@ def gather_prompts() -> list[dict]:
     return prompts[: int(limit)]
 
 
-if settings_box.button("Find failures", key="fail_btn", type="primary"):
+# presenter mode: the settings fold into the top bar's popover, and the button stays on the page
+find_area = st.container(horizontal=True, vertical_alignment="center") if on_stage else settings_box
+if find_area.button("Find failures", key="fail_btn", type="primary"):
     state.pop("fail_report", None)                  # a failed search never leaves the old report under its error
     config, problem = ui.build_config(pair, selector=TAPS.name, estimator=estimator, budget=budget,
                                       max_new_tokens=max_new, taps_mode=taps_mode)
@@ -89,7 +94,8 @@ if settings_box.button("Find failures", key="fail_btn", type="primary"):
             bar.progress(done / total, text=f"{done} of {total} prompts · {name}")
 
         with decode_service().held(on_wait=ui.queue_notice(bar)):
-            report = find_failures(pair, prompts, config, waste_threshold=float(threshold), on_progress=tick,
+            report = find_failures(pair, prompts, config, compare=(DDTREE.name, ORACLE.name) if with_oracle
+                                   else (DDTREE.name,), waste_threshold=float(threshold), on_progress=tick,
                                    profile=profile)
         state["fail_report"] = report
         state["fail_report_id"] = state.get("fail_report_id", 0) + 1
@@ -98,6 +104,9 @@ if settings_box.button("Find failures", key="fail_btn", type="primary"):
         bar.empty()
 
 report = state.get("fail_report")
+if report is None and on_stage:
+    find_area.caption("TAPS against DDTree round by round over the prompts chosen under **Prompts and settings** "
+                      "(top bar): press **Find failures**.")
 if report is not None:
     settings = report.config
     sized = state.get("fail_report_profile")
@@ -118,8 +127,9 @@ if report is not None:
                         "calibrated; below it, over-confident. " + report.calibration_line())
             ui.chart(figures.reliability_figure(tables), "fail_reliability_chart")
     counts = report.counts()
-    kinds = list(KINDS) + ["all"]
-    state.setdefault("fail_kind", DDTREE.name)
+    kinds = report.kinds + ["all"]
+    if state.get("fail_kind") not in kinds:
+        state["fail_kind"] = DDTREE.name
     state.setdefault("fail_color_by", "reach")
     ui.keep("fail_color_by")
     # presenter mode: the filter, the case and the colouring in one row, so the trees get the window
@@ -132,7 +142,8 @@ if report is not None:
     cases = report.of_kind(None if kind == "all" else kind)
     if not cases:
         st.success(f"No round of this kind: {KINDS.get(kind, 'nothing flagged')}." if kind != "all" else
-                   "No round was flagged: TAPS matched DDTree and the oracle and kept waste under the threshold.")
+                   f"No round was flagged: TAPS matched {' and '.join(display_name(n) for n in report.compared)} "
+                   "and kept waste under the threshold.")
     else:
         # the table without its long "why" column (a cell cuts it): the chosen case's why is in full below it
         frame = pd.DataFrame([case.row() for case in cases]).drop(columns="why")

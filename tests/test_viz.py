@@ -211,7 +211,7 @@ def test_find_failures_reports_cases(tiny_pair_f32):
     prompts = [{"id": "a", "prompt": "def g(y):"}, {"id": "b", "prompt": "x" * 400}, {"id": "c", "prompt": "for i in"}]
     config = DecodeConfig(selector="taps", budget=8, max_new_tokens=10, estimator="marginal", taps_mode="reach")
     seen = []
-    report = find_failures(tiny_pair_f32, prompts, config, waste_threshold=0.3,
+    report = find_failures(tiny_pair_f32, prompts, config, compare=("ddtree", "oracle"), waste_threshold=0.3,
                            on_progress=lambda done, total, name: seen.append((done, total)))
     assert report.prompts_run == 2 and len(report.skipped) == 1 and "b:" in report.skipped[0]
     assert seen[-1] == (3, 3)
@@ -226,8 +226,26 @@ def test_find_failures_reports_cases(tiny_pair_f32):
             if name in case.kinds:
                 assert len(case.others[name].accepted) > len(r.accepted)
         assert case.explanation and case.row()["why"] == case.explanation
-    gaps = [c.gap for c in report.cases]
-    assert gaps == sorted(gaps, reverse=True)
+    lost = [(c.lost_to("ddtree"), c.lost_to("oracle")) for c in report.cases]
+    assert lost == sorted(lost, reverse=True)                # below DDTree first, by tokens lost to it
+    assert report.kinds == ["ddtree", "oracle", "waste"]
+
+
+def test_failure_cases_compare_with_ddtree_unless_the_oracle_is_asked_for(tiny_pair_f32):
+    """The oracle knows the target's tokens, so TAPS is below it in most rounds: it is compared (and
+    flagged) only when asked. By default the cases are the rounds below DDTree, most tokens lost
+    first, then the wasteful ones."""
+    prompts = [{"id": "a", "prompt": "def g(y):"}, {"id": "c", "prompt": "for i in"}]
+    config = DecodeConfig(selector="taps", budget=8, max_new_tokens=16, estimator="marginal", taps_mode="reach")
+    report = find_failures(tiny_pair_f32, prompts, config, waste_threshold=0.3)
+    assert report.kinds == ["ddtree", "waste"] and set(report.counts()) == {"ddtree", "waste"}
+    with pytest.raises(ValueError, match="unknown kind 'oracle'"):
+        report.of_kind("oracle")
+    for case in report.cases:
+        assert set(case.others) == {"ddtree"} and "oracle" not in case.kinds
+    keys = [(-c.lost_to("ddtree"), -c.waste_share) for c in report.cases]
+    assert keys == sorted(keys)
+    assert all(c.row()["tokens lost to DDTree"] == c.lost_to("ddtree") for c in report.cases)
 
 
 # ---------------------------------------------------------------------------- figures

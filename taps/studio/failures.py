@@ -191,12 +191,25 @@ class FailureCase:
         r = self.taps_round
         return r.waste_nodes / r.verified_nodes if r.verified_nodes else 0.0
 
+    def lost_to(self, name: str) -> int:
+        """Tokens TAPS accepted fewer than `name` from the same position (0 when not fewer, or not compared)."""
+        other = self.others.get(name)
+        return max(len(other.accepted) - len(self.taps_round.accepted), 0) if other is not None else 0
+
+    def rank_key(self) -> tuple:
+        """Worst first, as a researcher reads them: rounds below DDTree by the tokens lost to it, then
+        below the oracle (when compared), then by waste; ties in run order."""
+        return (-self.lost_to(DDTREE.name), -self.lost_to(ORACLE.name), -self.waste_share, self.prompt_id,
+                self.taps_round.index)
+
     def row(self) -> dict:
         r = self.taps_round
         row = {"prompt": self.prompt_id, "round": r.number, "position": r.start, "TAPS accepted": len(r.accepted),
                "TAPS verified": r.verified_nodes}
         for name, other in self.others.items():
             row[f"{display_name(name, capital=True)} accepted"] = len(other.accepted) if other is not None else None
+        if DDTREE.name in self.others:
+            row["tokens lost to DDTree"] = self.lost_to(DDTREE.name)
         row.update({"waste %": round(100 * self.waste_share, 1), "why": self.explanation})
         return row
 
@@ -208,6 +221,7 @@ class FailureReport:
     prompts_run: int = 0
     skipped: list[str] = field(default_factory=list)   # one message per prompt that could not run
     config: dict = field(default_factory=dict)          # the TAPS settings the report ran with
+    compared: tuple[str, ...] = (DDTREE.name,)          # the selectors TAPS was compared with
     waste_threshold: float = 0.5
     # per run label (TAPS's, and DDTree's over its probe rounds): reliability counts of the verified
     # nodes (`taps.eval.metrics.reliability_counts`) and the summed expected and accepted tau
@@ -239,14 +253,19 @@ class FailureReport:
                              f"({expected / accepted:.2f}x) over {entry['rounds']} rounds")
         return "; ".join(parts) + "." if parts else ""
 
+    @property
+    def kinds(self) -> list[str]:
+        """The kinds this report can flag: below each compared selector, and waste."""
+        return [kind for kind in KINDS if kind in self.compared or kind == "waste"]
+
     def counts(self) -> dict[str, int]:
         """Cases per kind (a case of several kinds counts in each)."""
-        return {kind: sum(kind in case.kinds for case in self.cases) for kind in KINDS}
+        return {kind: sum(kind in case.kinds for case in self.cases) for kind in self.kinds}
 
     def of_kind(self, kind: str | None) -> list[FailureCase]:
         """The cases of one kind (None: all), worst first."""
-        if kind is not None and kind not in KINDS:
-            raise ValueError(f"unknown kind '{kind}': choose one of {', '.join(KINDS)}")
+        if kind is not None and kind not in self.kinds:
+            raise ValueError(f"unknown kind '{kind}': choose one of {', '.join(self.kinds)}")
         return [case for case in self.cases if kind is None or kind in case.kinds]
 
 
@@ -265,18 +284,18 @@ def probe_round(pair, context: list[int], config: DecodeConfig, selector: str,
     return replace(session.step(), index=index)
 
 
-def find_failures(pair, prompts: list[dict], config: DecodeConfig,
-                  compare: tuple[str, ...] = (DDTREE.name, ORACLE.name),
+def find_failures(pair, prompts: list[dict], config: DecodeConfig, compare: tuple[str, ...] = (DDTREE.name,),
                   waste_threshold: float = 0.5, min_gap: int = 1,
                   on_progress: Callable[[int, int, str], None] | None = None, profile=None) -> FailureReport:
     """Run TAPS (T=0) on each prompt; flag rounds that accepted at least `min_gap` fewer tokens
-    than a compared selector from the same position, or spent at least `waste_threshold` of the
-    verified nodes under a rejected prefix. Cases come back worst first."""
+    than a compared selector from the same position (DDTree; the oracle too when asked: it knows
+    the target's tokens, so TAPS is below it in most rounds), or spent at least `waste_threshold` of
+    the verified nodes under a rejected prefix. Cases come back worst first (`FailureCase.rank_key`)."""
     from ..reference import greedy_continuation
     from ..session import DecodeSession
 
     config = replace(config, selector=TAPS.name, temperature=0.0)
-    report = FailureReport(config=config.as_dict(), waste_threshold=waste_threshold)
+    report = FailureReport(config=config.as_dict(), waste_threshold=waste_threshold, compared=tuple(compare))
     block = config.block_size or (pair.drafter.block_size if pair.drafter is not None else 2)
     for n, item in enumerate(prompts):
         if on_progress:
@@ -315,7 +334,7 @@ def find_failures(pair, prompts: list[dict], config: DecodeConfig,
                 gap=gap, explanation=explain_round(record, others, waste_threshold)))
     if on_progress:
         on_progress(len(prompts), len(prompts), "done")
-    report.cases.sort(key=lambda c: (-c.gap, -c.waste_share, c.prompt_id, c.taps_round.index))
+    report.cases.sort(key=FailureCase.rank_key)
     return report
 
 

@@ -17,13 +17,14 @@ from taps.studio.app_state import profile_needed, rounds_table
 from taps.studio.export import ExportError
 from taps.studio.lesson import STAGE_TITLES, prompt_excerpt, run_uses_profile
 from taps.studio.link import page_defaults
-from taps.studio.speed import machine_load, profile_name
+from taps.studio.speed import MIN_MEASURED_ROUNDS, machine_load, measured_shown, profile_name
 from taps.studio.stepper import StepController, saved_config
 
 pair = ui.current_pair()
 state = st.session_state
 ctrl: StepController = state.setdefault("step_controller", StepController())
 on_stage = ui.presenter()
+compact = ui.compact_page()     # presenter mode or a short window: buttons, counters and tree on one screen
 own_block = pair.drafter.block_size if pair.drafter is not None else 2
 if state.get("step_pair_seen") != pair.name:                 # a new pair drafts its own block size
     state["step_pair_seen"], state["step_block_size"] = pair.name, own_block
@@ -70,8 +71,16 @@ def session_prompt(typed: str, chat: bool) -> tuple[str, str]:
     return text, ""
 
 
-with ui.settings_area():
-    if not on_stage:
+# a short window in the default mode: the run (buttons, counters, tree) first, the prompt and settings
+# under it; elsewhere the settings first (in presenter mode, in the top bar's popover)
+below = compact and not on_stage
+first, second = st.container(), st.container()      # the same two places in every mode: a switch of mode
+run_box, settings_box = (first, second) if below else (second, first)   # moves what fills them, not them
+if on_stage:
+    settings_box = ui.settings_area()
+notes = run_box.container()
+with settings_box:
+    if not compact:
         st.title("Step through the rounds")
     typed = ui.prompt_picker("step", 110, "Code and prose examples; or type any prompt on the left.")
     chat = chat_box()
@@ -95,17 +104,18 @@ prompt, chat_problem = session_prompt(typed, chat)
 if chat_problem and not problem:
     config, problem = None, chat_problem
 profile, profile_id = lecture.session_profile(pair, config.budget if config else 0)
-lecture.link_messages(typed)
-if problem:
-    st.error(f"Cannot run these settings: {problem}. The run on view stays as it was.")
-elif config is not None and config.uses_profile and profile is None:
-    st.warning(profile_needed(config))
-lecture.profile_notice(pair, profile_id)
+with notes:
+    lecture.link_messages(typed)
+    if problem:
+        st.error(f"Cannot run these settings: {problem}. The run on view stays as it was.")
+    elif config is not None and config.uses_profile and profile is None:
+        st.warning(profile_needed(config))
+    lecture.profile_notice(pair, profile_id)
 model = ui.model_profile(pair)
 
 replay = request["round"] if request else link.round if link is not None else 0
 if replay and config is not None:
-    with st.spinner(f"Replaying the run up to round {replay}…"):
+    with notes, st.spinner(f"Replaying the run up to round {replay}…"):
         queue = st.empty()
         try:
             with ctrl.lock:
@@ -137,14 +147,15 @@ def stage_for_view() -> int:
     return min(max(int(state.get("step_stage", 0)), 0), len(STAGES) - 1)
 
 
-def counters(record, numbers) -> None:
+def counters(record, numbers) -> str:
     speed = numbers.speed
     modelled, measured = speed.modelled, speed.measured
     where = ui.short_profile_name()
     shown = ctrl.visible[: ctrl.view]
     verified_run = sum(r.verified_nodes for r in shown)
     waste_round = record.waste_nodes / record.verified_nodes if record.verified_nodes else 0.0
-    cols = st.columns([0.8, 0.9, 0.9, 1.1, 1.1, 1.7, 1.7])
+    # widths for one-line labels in the main column beside the sidebar at 1280 px (a compact page)
+    cols = st.columns([0.75, 1.0, 0.75, 1.5, 1.45, 2.0, 1.55])
     cols[0].metric("Tokens", numbers.tokens)
     cols[1].metric("τ this round", record.tau)
     cols[2].metric("τ mean", f"{numbers.tau_mean:.2f}")
@@ -157,13 +168,13 @@ def counters(record, numbers) -> None:
     cols[5].metric(f"Modelled ({where})" if on_stage else f"Modelled speed-up ({where})",
                    "—" if modelled is None else f"{modelled['speedup']:.2f}×",
                    help="Deterministic: τ × AR step ÷ round time, read from " + profile_name(model))
-    cols[6].metric("Measured speed-up", "—" if measured is None else f"{measured.median:.2f}×",
-                   delta=None if measured is None or measured.count < 2 else
-                   f"{measured.low:.2f}–{measured.high:.2f}× middle half", delta_color="off", delta_arrow="off",
-                   help="Wall clock: per round, τ × the median AR step of this prompt here ÷ the round's time; "
-                        "the median over the rounds so far, with their middle half")
-    if on_stage:
-        return
+    load = machine_load()
+    shown_measured = measured_shown(measured, load if ctrl.live else None)
+    cols[6].metric("Measured speed-up", shown_measured.value, delta=shown_measured.note or None, delta_color="off",
+                   delta_arrow="off",
+                   help=f"Wall clock: per round, τ × the median AR step of this prompt here ÷ the round's time; the "
+                        f"median over the rounds so far, with their middle half. Shown after {MIN_MEASURED_ROUNDS} "
+                        "rounds, and greyed while the machine is busy")
     lines = []
     if modelled is not None:
         lines.append(f"**Modelled** {modelled['speedup']:.2f}× = τ {modelled['tau']:.2f} × AR step "
@@ -173,14 +184,12 @@ def counters(record, numbers) -> None:
         lines.append("**Modelled**: no latency profile of this machine yet (measure it in the sidebar, or model "
                      "the speed on a reference profile).")
     if measured is not None:
-        lines.append(f"**Measured** {measured.text(2)} (median over {measured.count} rounds, middle half in "
-                     f"brackets) against an AR run of this prompt in this process.")
-        note = machine_load().note()
-        if measured.wide or note:
-            lines.append(note or "The rounds' measured speed-ups spread widely: the machine may be busy.")
+        lines.append(shown_measured.sentence)
+        if shown_measured.shown and measured.wide:
+            lines.append("The rounds' measured speed-ups spread widely: the machine may be busy.")
     elif not ctrl.live:
         lines.append("**Measured**: — for a saved run (its times were measured where it ran).")
-    st.caption(" ".join(lines))
+    return " ".join(lines)
 
 
 @st.fragment
@@ -288,7 +297,7 @@ def lecture_row(message, row) -> bool:
                help="Autoplay (space): rounds, or in Stage by stage the stages of each round; any click pauses")
     state.setdefault("step_play_speed", 1.0)
     ui.keep("step_play_speed", "step_default_stage")
-    if not on_stage:
+    if not compact:
         row.select_slider("Seconds a step", [0.5, 1.0, 1.5, 2.0, 2.5, 3.0], key="step_play_speed", width=150,
                           format_func=lambda v: f"{v:g} s", help="Autoplay's pace: seconds a round (or a stage)")
         with row:
@@ -297,7 +306,7 @@ def lecture_row(message, row) -> bool:
     with row:
         reduced = app_widgets.lecture_keys("step_keys", playing, float(state["step_play_speed"]), position,
                                            actions.add)
-    if reduced and not on_stage:
+    if reduced and not compact:
         st.caption("Your browser asks for reduced motion: nothing plays by itself until you press **▶ Play** "
                    "(or space).")
     return moved
@@ -356,15 +365,18 @@ def run_panel_locked() -> None:
     if len(rounds) > 1:
         # keyed by the view's version: after a step or a pick the slider is a new one at that round
         ctrl.view = slot.slider("Round", min_value=1, max_value=len(rounds), value=min(max(ctrl.view, 1), len(rounds)),
-                                key=f"step_round_view_{ctrl.view_version}", width=320,
-                                label_visibility="collapsed" if on_stage else "visible")
+                                key=f"step_round_view_{ctrl.view_version}", width=200 if compact else 320,
+                                label_visibility="collapsed" if compact else "visible")
     record = ctrl.record()
-    counters(record, ctrl.numbers(model))
-    if not on_stage:
+    speeds = counters(record, ctrl.numbers(model))
+    if not compact:
+        st.caption(speeds)
         app_widgets.run_text("step_text", ctrl.prompt_text, ctrl.spans(), ctrl.view, pick_round)
     views(record)
-    if on_stage:
+    if compact:                             # below the tree: the window is the tree's
         app_widgets.run_text("step_text", ctrl.prompt_text, ctrl.spans(), ctrl.view, pick_round)
+        if not on_stage:
+            st.caption(speeds)
     write_link()
     ctrl.catch_up_later()                   # the AR baseline's remaining steps, once the page is drawn
 
@@ -394,6 +406,15 @@ def remember(key: str) -> None:
     state[f"{key}__value"] = state[key]
 
 
+def tree_options() -> None:
+    """The Draft tree tab's colouring and how many pool nodes to draw."""
+    cols = st.columns([3, 1])
+    cols[0].radio("Colour nodes by", list(figures.COLOR_MODES), horizontal=True, format_func=figures.COLOR_MODES.get,
+                  key="step_color_by", on_change=remember, args=("step_color_by",))
+    cols[1].number_input("Pool nodes drawn at most", min_value=0, max_value=800, step=20, key="step_pool_shown",
+                         on_change=remember, args=("step_pool_shown",))
+
+
 def views(record) -> None:
     tabs = st.tabs(list(lecture.TAB_LABELS), key="step_tab", on_change="rerun")
     remembered("step_color_by", "reach")
@@ -404,16 +425,13 @@ def views(record) -> None:
     state["step_tree_widgets_drawn"] = tabs[0].open is not False and not on_stage
     with tabs[0]:
         if tabs[0].open is not False:
-            if not on_stage:
-                cols = st.columns([3, 1])
-                cols[0].radio("Colour nodes by", list(figures.COLOR_MODES), horizontal=True,
-                              format_func=figures.COLOR_MODES.get, key="step_color_by", on_change=remember,
-                              args=("step_color_by",))
-                cols[1].number_input("Pool nodes drawn at most", min_value=0, max_value=800, step=20,
-                                     key="step_pool_shown", on_change=remember, args=("step_pool_shown",))
+            if not compact:
+                tree_options()
             figure = figures.round_tree_figure(record, state["step_color_by"], int(state["step_pool_shown"]),
                                                ui.tree_plot(), shown_prompt, run_config)
             ui.chart(figure, "step_tree_chart")
+            if below:                       # under the tree: the window is the tree's
+                tree_options()
             if not on_stage:
                 st.caption("Look for: the thick path is what the target accepted; diamonds are siblings it rejected; "
                            "crosses on dotted edges sat under a rejected prefix and could never be accepted.")
@@ -544,7 +562,8 @@ def slides(record, tree, shown_prompt: str, run_config: dict, stem: str) -> None
                                 file_name=f"{stem}-{suffix}", mime=mime, key=f"step_dl_{kind}", on_click="ignore")
 
 
-run_panel()
+with run_box:
+    run_panel()
 
 
 # ---------------------------------------------------------------- loading a saved run

@@ -51,7 +51,16 @@ header[data-testid="stHeader"] { display: none !important; }
 """
 SIDEBAR_PX = 300                  # what the sidebar and the page's padding take from the window's width
 PRESENTER_CHROME_PX = 324         # presenter mode: window height minus the tree figure's (buttons, counters, tabs)
+COMPACT_CHROME_PX = 330           # a short window's compact Step page (presenter's, the header hidden too)
 NORMAL_CHROME_PX = 110            # otherwise: the tree fits one screen once scrolled to
+SHORT_WINDOW_PX = 800             # a window at most this tall (a 1280x720 projector) is short
+COMPACT_CSS = """
+<style>
+header[data-testid="stHeader"] { display: none !important; }
+[data-testid="stMainBlockContainer"] { padding: 0.6rem 1.2rem 1rem 1.2rem !important; }
+[data-testid="stMetricValue"] { font-size: 1.6rem; }
+</style>
+"""
 
 
 # ---------------------------------------------------------------------------- buttons that act once
@@ -184,6 +193,29 @@ def presenter() -> bool:
     return bool(st.session_state.get("presenter", False))
 
 
+def short_window() -> bool:
+    """Whether the browser has reported a window at most SHORT_WINDOW_PX tall."""
+    size = st.session_state.get("viewport_size")
+    return bool(size) and 0 < size.get("height", 0) <= SHORT_WINDOW_PX
+
+
+def compact() -> bool:
+    """Whether a page that shows a run lays it out to fit one screen: in presenter mode, and in the
+    default mode on a short window (a 1280x720 projector), where the sidebar stays, the header goes,
+    buttons, counters and tree share the window and the page's settings follow under them
+    (`compact_page` sets it up)."""
+    return presenter() or short_window()
+
+
+def compact_page() -> bool:
+    """Called by a page that lays out compactly (Step through): in the default mode on a short
+    window, the header's room goes to the figure (COMPACT_CSS). Returns `compact()`."""
+    if compact() and not presenter():
+        st.html(COMPACT_CSS)
+        st.session_state["_compact_page"] = True
+    return compact()
+
+
 def settings_area(label: str = "Prompt and settings"):
     """Where a page draws its prompt and settings: the page itself, or in presenter mode a popover
     button in the top bar (the controls collapse and the figure gets the screen)."""
@@ -198,11 +230,12 @@ def tree_plot(share: float = 1.0, reserve: int = 0) -> Plot:
     (and `reserve` more for controls drawn above the figure). At least 360 px high on a page that
     scrolls; in presenter mode, where everything must fit the window, at least 300 px."""
     size = st.session_state.get("viewport_size", app_widgets.DEFAULT_VIEWPORT)
-    on_stage = presenter()
+    on_stage, fitted = presenter(), st.session_state.get("_compact_page", False)
     width = size.get("main") or (size["width"] - (40 if on_stage else SIDEBAR_PX + 80))
-    height = size["height"] - (PRESENTER_CHROME_PX if on_stage else NORMAL_CHROME_PX) - reserve
-    return plot_for(int(max(480, width * share)), int(max(300 if on_stage else 360, height)), on_stage,
-                    st.session_state.get("label_size") or "M")
+    chrome = PRESENTER_CHROME_PX if on_stage else COMPACT_CHROME_PX if fitted else NORMAL_CHROME_PX
+    return plot_for(int(max(480, width * share)), int(max(300 if on_stage or fitted else 360,
+                                                          size["height"] - chrome - reserve)),
+                    on_stage, st.session_state.get("label_size") or "M")
 
 
 def dark_theme() -> bool:
@@ -601,6 +634,7 @@ def frame(pages: list) -> st.navigation:
     the page to run."""
     state = st.session_state
     restore_kept()
+    state["_compact_page"] = False           # a page that lays out compactly says so (compact_page)
     if "presenter" not in state:             # a link's presenter=1 opens the lecture in presenter mode
         state["presenter"] = bool(presenter_of(address.query()))
     state[BANNER_DRAWN] = False

@@ -143,7 +143,8 @@ def test_step_draws_the_round_and_counts_match():
     check_tree_matches(chart(at, "step_tree_chart"), record)
     shown = metrics(at)
     assert shown["Tokens"] == str(record.tau) and shown["Verified this round"] == str(record.verified_nodes)
-    assert shown["Measured speed-up"].endswith("×") and shown["Modelled speed-up (this machine)"].endswith("×")
+    assert shown["Modelled speed-up (this machine)"].endswith("×")
+    assert shown["Measured speed-up"] == "—"                # a measured figure from round 5 (taps.studio.speed)
     assert any("**Modelled**" in c.value and "fixed latency profile of tiny-random" in c.value for c in at.caption)
 
     at.button(key="step_btn_step").click().run()

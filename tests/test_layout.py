@@ -173,3 +173,20 @@ def test_label_size_grows_with_the_window_and_the_presenter_control():
         plot_for(900, 600, True, "XL")
     with pytest.raises(ValueError, match="positive size"):
         plot_for(0, 600)
+
+
+@pytest.mark.parametrize("width", [900, 1240, 1600])
+def test_the_bonus_star_has_room_of_its_own(width):
+    """A `tall` node (the bonus star, the largest marker) gets a row of `star_row` pixels: its
+    labelled siblings sit at least half a star row plus half a label row away, so the star never
+    covers a rejected sibling's diamond (fib round 1 drew the star over one)."""
+    parents = [-1, 0, 1, 1, 1, 1]
+    plot = plot_for(width, 500)
+    texts = {v: f"t{v}" for v in range(6)}
+    plain = fit_tree(parents, {v: (v,) for v in range(6)}, list(range(6)), [], list(range(6)), texts, plot)
+    starred = fit_tree(parents, {v: (v,) for v in range(6)}, list(range(6)), [], list(range(6)), texts, plot,
+                       tall=[3])
+    gaps = lambda layout, v: [abs(layout.pos[v][1] - layout.pos[u][1]) for u in (2, 3, 4, 5) if u != v]  # noqa: E731
+    assert min(gaps(plain, 3)) == pytest.approx(plot.label_row)
+    assert min(gaps(starred, 3)) >= (plot.star_row + plot.label_row) / 2 - 0.5
+    assert plot.star_row > plot.label_row

@@ -28,6 +28,7 @@ from taps.studio.lecture_file import (
     round_counters,
 )
 from taps.studio.lesson import round_text
+from taps.studio.speed import measured_shown
 from taps.studio.stepper import StepController, step_numbers
 
 EXPORTED = datetime(2026, 12, 5, 9, 30, tzinfo=timezone.utc)
@@ -41,16 +42,14 @@ def lecture_data(page: str) -> dict:
 
 def page_cells(numbers, record, verified_run: int) -> dict:
     """The Step page's seven metrics as it formats them (app_pages/1_Step_through.py, `counters`)."""
-    modelled, measured = numbers.speed.modelled, numbers.speed.measured
+    modelled, shown = numbers.speed.modelled, measured_shown(numbers.speed.measured)
     waste = record.waste_nodes / record.verified_nodes if record.verified_nodes else 0.0
     return {"tokens": (str(numbers.tokens), ""), "tau": (str(record.tau), ""),
             "tau_mean": (f"{numbers.tau_mean:.2f}", ""),
             "verified": (str(record.verified_nodes), f"run {verified_run}"),
             "waste": (f"{100 * waste:.0f}%", f"run {100 * numbers.waste_share:.0f}%"),
             "modelled": ("—" if modelled is None else f"{modelled['speedup']:.2f}×", ""),
-            "measured": ("—" if measured is None else f"{measured.median:.2f}×",
-                         "" if measured is None or measured.count < 2 else
-                         f"{measured.low:.2f}–{measured.high:.2f}× middle half")}
+            "measured": (shown.value, shown.note)}
 
 
 @pytest.fixture(scope="module")

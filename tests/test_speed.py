@@ -113,3 +113,23 @@ def test_wide_spreads_get_a_note():
     notes = spread_notes(summary, MachineLoad(0.1, 2))
     assert len(notes) == 1 and "Wide spread between repeats" in notes[0] and "dflash@8" in notes[0]
     assert len(spread_notes(summary, MachineLoad(4.0, 2))) == 2
+
+
+def test_a_measured_speed_up_is_shown_only_where_it_means_something():
+    """No lone one-round figure beside a modelled one, and none read as a result on a busy machine:
+    a dash with why (greyed on the page), and the figure with its spread once there are enough
+    rounds on a quiet machine."""
+    from taps.studio.speed import MIN_MEASURED_ROUNDS, MachineLoad, measured_shown, spread_of
+
+    assert measured_shown(None).value == "—" and not measured_shown(None).shown
+    one = measured_shown(spread_of([0.24], "middle half"))
+    assert one.value == "—" and not one.shown and one.note == f"from round {MIN_MEASURED_ROUNDS}"
+    assert "0.24" not in one.value + one.note and "1 round so far" in one.sentence
+    enough = spread_of([1.6, 1.8, 1.9, 2.0, 2.2], "middle half")
+    quiet, busy = MachineLoad(load=0.3, cores=2), MachineLoad(load=3.5, cores=2)
+    shown = measured_shown(enough, quiet)
+    assert shown.shown and shown.value == "1.90×" and shown.note == "1.80–2.00× middle half"
+    greyed = measured_shown(enough, busy)
+    assert not greyed.shown and greyed.value == "—" and greyed.note == "1.90× rough: machine busy"
+    assert "busy (load 3.5 on 2 cores)" in greyed.sentence
+    assert measured_shown(enough).shown                          # a saved run: no load to judge, enough rounds

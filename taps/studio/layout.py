@@ -87,6 +87,12 @@ class Plot:
         return int(math.ceil(17 * self.marker_scale + 2))
 
     @property
+    def star_row(self) -> int:
+        """Vertical pixels the bonus star needs (the largest marker: 21 px at marker scale 1) with air
+        on both sides, so that it never covers a neighbour's marker."""
+        return int(math.ceil(27 * self.marker_scale))
+
+    @property
     def dot_row(self) -> int:
         return int(math.ceil(7 * self.marker_scale))
 
@@ -239,8 +245,10 @@ class _Fitter:
     """Tries drawings of one tree at one plot size: which pool dots, which labels, which nodes
     grouped into "+N more" entries."""
 
-    def __init__(self, parents, order, required, optional, labelled, plot: Plot, collapse: bool):
+    def __init__(self, parents, order, required, optional, labelled, plot: Plot, collapse: bool,
+                 tall: Sequence[int] = ()):
         self.parents, self.order, self.plot, self.collapse = parents, order, plot, collapse
+        self.tall = {int(v) for v in tall}
         self.required = [int(v) for v in required]
         self.required_set = set(self.required)
         self.extra = [int(v) for v in optional if int(v) not in self.required_set]
@@ -295,6 +303,8 @@ class _Fitter:
         labelled = set(shown) | set(groups)
         rows = {v: plot.label_row if v in labelled else marker_row if v in self.required_set else plot.dot_row
                 for v in list(nodes) + list(groups)}
+        for v in self.tall & set(rows):
+            rows[v] = max(rows[v], plot.star_row)
         pos = tidy_positions(parent_of, order, list(nodes) + list(groups), rows)
         span = max(y for _, y in pos.values())
         return _Try(span + plot.label_row <= plot.inner_height, nodes, pos, span, len(pool),
@@ -327,16 +337,18 @@ class _Fitter:
 
 def fit_tree(parents: Mapping[int, int] | Sequence[int], order: Mapping[int, tuple] | Sequence[tuple],
              required: Sequence[int], optional: Sequence[int], labelled: Sequence[int], texts: Mapping[int, str],
-             plot: Plot, keep: int = 1, kinds: Mapping[int, str] | None = None, collapse: bool = True) -> TreeLayout:
+             plot: Plot, keep: int = 1, kinds: Mapping[int, str] | None = None, collapse: bool = True,
+             tall: Sequence[int] = ()) -> TreeLayout:
     """Lay out `required` nodes (prefix-closed, root first), as many of `optional` (pool nodes, best
     first, each with its ancestors) as fit, and label the `labelled` nodes (most important first;
     a node's ancestors before it). The first `keep` labels are never dropped.
 
     The tree must fit `plot.inner_height`: pool dots go first, then the labels at the end of
     `labelled`; with `collapse`, a required node whose label is dropped joins its parent's "+N more"
-    entry (`TreeLayout.groups`). `kinds` names each labelled node's kind for `left_out_by`."""
+    entry (`TreeLayout.groups`). `kinds` names each labelled node's kind for `left_out_by`; `tall`
+    nodes (the bonus star) get a row of `plot.star_row` pixels."""
     while True:                      # a deep tree in a narrow plot: smaller type until labels have room
-        fitter = _Fitter(parents, order, required, optional, labelled, plot, collapse)
+        fitter = _Fitter(parents, order, required, optional, labelled, plot, collapse, tall)
         keep = max(0, min(keep, len(fitter.want)))
         found = fitter.search(keep)
         pos = found.pos

@@ -30,7 +30,7 @@ from ..config import DecodeConfig, run_label
 from ..record import STAGES, Round
 from .layout import Plot, plot_for
 from .lesson import STAGE_TITLES, prompt_excerpt, round_text
-from .speed import profile_name
+from .speed import MIN_MEASURED_ROUNDS, MeasuredShown, measured_shown, profile_name
 from .stepper import StepController, step_numbers
 
 FILE_PLOT = plot_for(1240, 430, presenter=True)     # every figure's size: a 1280x720 window less the controls
@@ -67,6 +67,7 @@ def round_counters(rounds: Sequence[Round], ar_rounds: Sequence[Round] = (), mod
         verified_run = sum(r.verified_nodes for r in rounds[:count])
         waste_round = record.waste_nodes / record.verified_nodes if record.verified_nodes else 0.0
         speedup = None if modelled is None or math.isnan(modelled["speedup"]) else float(modelled["speedup"])
+        shown = measured_shown(measured)
         cells = [
             _cell("tokens", "Tokens", str(numbers.tokens)),
             _cell("tau", "τ this round", str(record.tau)),
@@ -77,19 +78,17 @@ def round_counters(rounds: Sequence[Round], ar_rounds: Sequence[Round] = (), mod
                   "Verified nodes under a rejected prefix, this round; below, over the run so far"),
             _cell("modelled", f"Modelled ({short})", "—" if speedup is None else f"{speedup:.2f}×",
                   "", "Deterministic: τ × AR step ÷ round time, read from " + named),
-            _cell("measured", "Measured speed-up", "—" if measured is None else f"{measured.median:.2f}×",
-                  "" if measured is None or measured.count < 2 else
-                  f"{measured.low:.2f}–{measured.high:.2f}× middle half",
+            _cell("measured", "Measured speed-up", shown.value, shown.note,
                   "Wall clock, measured in the original run on the machine it ran on: per round, τ × the median "
                   "AR step of this prompt there ÷ the round's time; the median over the rounds so far, with their "
-                  "middle half"),
+                  f"middle half (shown after {MIN_MEASURED_ROUNDS} rounds)"),
         ]
         out.append({
             "tokens": numbers.tokens, "tau_round": numbers.tau_round, "tau_mean": numbers.tau_mean,
             "verified_round": numbers.verified_round, "verified_run": verified_run, "waste_round": waste_round,
             "waste_share": numbers.waste_share, "modelled": speedup,
             "measured": None if measured is None else [measured.median, measured.low, measured.high, measured.count],
-            "cells": cells, "speed_line": _speed_line(modelled, measured, named)})
+            "cells": cells, "speed_line": _speed_line(modelled, measured, shown, named)})
     return out
 
 
@@ -97,7 +96,7 @@ def _cell(key: str, label: str, value: str, delta: str = "", help: str = "") -> 
     return {"key": key, "label": label, "value": value, "delta": delta, "help": help}
 
 
-def _speed_line(modelled: dict | None, measured, named: str) -> str:
+def _speed_line(modelled: dict | None, measured, shown: MeasuredShown, named: str) -> str:
     if modelled is not None and not math.isnan(modelled["speedup"]):
         line = (f"Modelled {modelled['speedup']:.2f}× = τ {modelled['tau']:.2f} × AR step "
                 f"{1000 * modelled['ar_step_s']:.2f} ms ÷ round {1000 * modelled['round_s']:.2f} ms, on the {named}.")
@@ -106,8 +105,9 @@ def _speed_line(modelled: dict | None, measured, named: str) -> str:
     if measured is None:
         return line + " Measured: — (no AR run of this prompt was measured alongside; a saved run's times were " \
                       "measured where it ran)."
-    rounds = "1 round" if measured.count == 1 else f"{measured.count} rounds, middle half in brackets"
-    return (line + f" Measured {measured.text(2)} (median over {rounds}) "
+    if not shown.shown:
+        return f"{line} {shown.sentence.replace('**', '')}"
+    return (line + f" Measured {measured.text(2)} (median over {measured.count} rounds, middle half in brackets) "
             "against an AR run of this prompt, both measured in the original run on the machine it ran on, not on "
             "this computer.")
 

@@ -297,11 +297,45 @@ def start_measuring(pair, after: Callable[[], None] | None = None) -> MeasureJob
 
 
 # ---------------------------------------------------------------------------- step through
+MIN_MEASURED_ROUNDS = 5      # a measured speed-up is shown over at least this many rounds
+
+
 @dataclass
 class StepSpeed:
     modelled: dict | None        # modelled_speedup(...) of the rounds so far, or None without a profile
     measured: Spread | None      # per-round tau x median AR step / round time; None without an AR run
     ar_step_s: float             # the median measured AR step
+
+
+@dataclass
+class MeasuredShown:
+    """What the Step page (and the lecture file) show for the measured speed-up: a value only where
+    it means something (enough rounds, a machine that is not busy), else a dash and why, greyed."""
+
+    value: str                   # "1.84×" or "—"
+    note: str                    # the spread ("1.62–2.05× middle half") or why there is no value
+    sentence: str                # the caption's sentence about it
+    shown: bool                  # whether `value` is a figure to read
+
+
+def measured_shown(measured: Spread | None, load: MachineLoad | None = None) -> MeasuredShown:
+    """The measured speed-up as the page shows it. Under MIN_MEASURED_ROUNDS rounds it is a dash
+    ("from round 5"): one round's wall clock says little (a lone 0.24× beside a modelled 2× reads
+    as "TAPS is slower"). On a busy machine (`load`) it is a dash with the rough figure in grey and
+    the reason. Otherwise the median over the rounds with their middle half."""
+    if measured is None or measured.count == 0:
+        return MeasuredShown("—", "", "", False)
+    rounds = f"{measured.count} round{'s' if measured.count != 1 else ''}"
+    if measured.count < MIN_MEASURED_ROUNDS:
+        return MeasuredShown("—", f"from round {MIN_MEASURED_ROUNDS}",
+                             f"**Measured**: shown after {MIN_MEASURED_ROUNDS} rounds ({rounds} so far): one round's "
+                             "wall clock says little.", False)
+    if load is not None and load.busy:
+        return MeasuredShown("—", f"{measured.median:.2f}× rough: machine busy",
+                             f"**Measured**: {measured.text(2)} over {rounds}, greyed: {load.note()}", False)
+    return MeasuredShown(f"{measured.median:.2f}×", f"{measured.low:.2f}–{measured.high:.2f}× middle half",
+                         f"**Measured** {measured.text(2)} (median over {rounds}, middle half in brackets) against "
+                         "an AR run of this prompt in this process.", True)
 
 
 def step_speed(rounds: Sequence[Round], ar_rounds: Sequence[Round], profile) -> StepSpeed:

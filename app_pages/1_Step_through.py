@@ -74,8 +74,11 @@ def session_prompt(typed: str, chat: bool) -> tuple[str, str]:
 # a short window in the default mode: the run (buttons, counters, tree) first, the prompt and settings
 # under it; elsewhere the settings first (in presenter mode, in the top bar's popover)
 below = compact and not on_stage
-first, second = st.container(), st.container()      # the same two places in every mode: a switch of mode
-run_box, settings_box = (first, second) if below else (second, first)   # moves what fills them, not them
+# three fixed places: the run always in the middle one, the settings above it or under it. A switch of
+# layout (the window's size reported) moves the settings, never the run: the run panel is a fragment,
+# and a fragment that moved is a new one, so a Step clicked in the old one just then was lost
+above, run_box, under = st.container(), st.container(), st.container()
+settings_box = under if below else above
 if on_stage:
     settings_box = ui.settings_area()
 notes = run_box.container()

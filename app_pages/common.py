@@ -662,6 +662,7 @@ def frame(pages: list) -> st.navigation:
         pair, _ = _try_load(state["pair_source"], state["pair_device"])
         profile_sidebar(pair)
         app_widgets.viewport()
-    if page.title in PROFILE_PAGES:          # a link's profile set earlier in this session: said on top
-        profile_banner(pair)
+    if page.title in PROFILE_PAGES:          # a link's profile set earlier in this session: said on top, in a
+        with st.container():                 # place there on every run, so the page's own places never move
+            profile_banner(pair)
     return page

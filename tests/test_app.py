@@ -570,3 +570,30 @@ def test_an_action_buttons_callback_makes_no_streamlit_call():
         clicks.click()
         assert not fake.mock_calls
     assert clicks.take() and not clicks.take()
+
+
+def _path_to(node, key: str, path: tuple = ()) -> tuple | None:
+    """The child indices from `node` down to the element with widget key `key`."""
+    for index, child in getattr(node, "children", {}).items():
+        if getattr(child, "key", None) == key:
+            return path + (index,)
+        found = _path_to(child, key, path + (index,))
+        if found:
+            return found
+    return None
+
+
+def test_the_run_panel_stays_in_its_place_when_the_window_size_arrives():
+    """Step through's run panel is a fragment, and a fragment that moves in the page is a new one: a
+    Step clicked in it just as the browser's size report changed the layout (the settings going
+    under the run on a 1280x720 window) was dropped, "the fragment ... does not exist anymore"
+    (six pages pressing Step together lost a click in about one try of three). Whatever the
+    window, the Step button keeps its place."""
+    at = open_page(STEP)
+    before = _path_to(at.main, "step_btn_step")
+    assert before is not None
+    for size in ({"width": 1280, "height": 720, "main": 900}, {"width": 1600, "height": 1000, "main": 1200}):
+        at.session_state["viewport_size"] = size
+        at.run()
+        assert not at.exception
+        assert _path_to(at.main, "step_btn_step") == before, size

@@ -127,7 +127,7 @@ def step_numbers(at, key: str) -> dict:
         return {"tau": int(metric(at, "τ this round")), "verified": number(r"checks all (\d+) nodes", text)}
     if key == "taps-below-ddtree":                           # Marginal vs path, at the card's budget
         text = title(at, "step_compare_chart")
-        assert "␣return" in json.dumps(chart(at, "step_compare_chart"), ensure_ascii=False)
+        assert card(key).expected["ddtree_first"] in json.dumps(chart(at, "step_compare_chart"), ensure_ascii=False)
         return {"round": number(r"Round (\d+)", text), "taps_tau": int(metric(at, "τ this round")),
                 "taps_verified": int(metric(at, "Verified this round")), "compare": number(r"top (\d+)", text),
                 "ddtree_accepts": number(r"\(DDTree\) accepts ≥ (\d+)", text),

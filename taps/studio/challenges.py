@@ -257,7 +257,8 @@ CARDS = [
     Challenge(
         "taps-below-ddtree", "Find a round where TAPS accepts fewer tokens than DDTree",
         "At the default settings (TAPS, online estimator, cost mode, budget 32), find a round of *Python: "
-        "Fibonacci* in which DDTree, run from the same position, would have committed more tokens than TAPS did.",
+        "binary search* in which DDTree, run from the same position, would have committed more tokens than TAPS "
+        "did.",
         "TAPS's cost mode grows small trees on this CPU. Step through the first rounds and, at each, open "
         "*Marginal vs path* at DDTree's budget, 32: the same pool ranked both ways, and what each would have "
         "accepted.",
@@ -267,25 +268,25 @@ CARDS = [
         "{ddtree_accepts}, TAPS's ≥ {reach_accepts}). So DDTree, verifying {compare}, commits more from here. What "
         "TAPS lost was size, not ranking: a tree sized for this CPU's costs gives up the drafter's less likely "
         "guesses, and here one of them was the target's.",
-        "Step_through", _taps_step("fib", 5, "compare", compare=32),
-        {"round": 5, "taps_tau": 1, "taps_verified": 11, "compare": 32, "ddtree_first": "␣return",
+        "Step_through", _taps_step("search", 10, "compare", compare=32),
+        {"round": 10, "taps_tau": 1, "taps_verified": 16, "compare": 32, "ddtree_first": "doc",
          "ddtree_accepts": 1, "reach_accepts": 1},
         facts=versus_facts,
         holds=lambda f: f["taps_tau"] < f["ddtree_tau"] and f["ddtree_accepts"] >= 1 and f["taps_missed_it"]),
     Challenge(
         "deep-narrow", "Find a deep, narrow round",
-        "Find a round where TAPS commits at least 6 tokens while verifying at most 10 nodes.",
-        "Look where the rest of a line is predictable once it starts: a familiar call after `os.` is a good "
-        "place. The counters show τ and the nodes verified of the round on screen.",
-        "*Docstring: describe a config file*, round 6: after ‘if os.’ TAPS verifies {verified} nodes and "
-        "commits τ {tau} tokens: the accepted ‘{accepted_text}’ (the rest of the line) and the bonus "
-        "token. Reach falls slowly along a confident path, so "
-        "TAPS spends its nodes deep instead of wide.",
-        "Step_through", _taps_step("docstring", 6, "verify"),
-        {"tau": 8, "verified": 9, "accepted_text": "path.isfile(path):"},
-        facts=round_facts, holds=lambda f: f["tau"] >= 6 and f["verified"] <= 10),
+        "Find a round where TAPS commits at least 10 tokens while verifying at most 16 nodes.",
+        "Look where what follows is predictable once it starts: the next method of a class is a good place. "
+        "The counters show τ and the nodes verified of the round on screen.",
+        "*Python: a Point class*, round 5: at the start of the next method TAPS verifies {verified} nodes and "
+        "commits τ {tau} tokens: the accepted ‘{accepted_text}’ (a whole line and the next one's start) and "
+        "the bonus token. Reach falls slowly along a confident path, so TAPS spends its nodes deep instead of "
+        "wide.",
+        "Step_through", _taps_step("point", 5, "verify"),
+        {"tau": 11, "verified": 16, "accepted_text": "␣def␣__eq__(self,␣other):⏎␣␣␣␣␣␣␣␣return"},
+        facts=round_facts, holds=lambda f: f["tau"] >= 10 and f["verified"] <= 16),
     Challenge(
-        "cost-vs-reach", "Why verify 16 nodes when the budget is 64?",
+        "cost-vs-reach", "Why verify so few nodes when the budget is 64?",
         "Open *Python: a Point class* with budget 64: TAPS's first tree has far fewer than 64 nodes. Why, and "
         "what would the full budget buy in that round?",
         "TAPS's cost mode picks the tree size with the most expected tokens per second under the latency "
@@ -297,7 +298,7 @@ CARDS = [
         "So round 1 verifies {cost_nodes} nodes and commits τ {cost_tau}; reach mode would verify all {budget}, "
         "for a few more tokens at a slower round.",
         "Step_through", _taps_step("point", 1, "select", budget=64),
-        {"cost_nodes": 16, "cost_tau": 5, "budget": 64, "cost_rate": 176, "budget_rate": 148},
+        {"cost_nodes": 18, "cost_tau": 5, "budget": 64, "cost_rate": 235, "budget_rate": 205},
         facts=size_facts,
         holds=lambda f: f["peak"] == f["cost_nodes"] < f["budget"] and f["cost_rate"] > f["budget_rate"]),
     Challenge(
@@ -314,7 +315,7 @@ CARDS = [
         "reference CPU (*Back to the reference CPU*): with a parallel drafter the bottleneck is verification, and "
         "where verification is flat a wide tree is nearly free.",
         "Race_and_sweep", _race("point", 64, H200_8B),
-        {"cpu_ratio": 1.91, "h200_ratio": 1.0, "cpu_nodes": 16, "cpu_tau": 5, "h200_nodes": 64, "h200_tau": 7},
+        {"cpu_ratio": 1.8, "h200_ratio": 1.0, "cpu_nodes": 18, "cpu_tau": 5, "h200_nodes": 64, "h200_tau": 7},
         facts=hardware_facts,
         holds=lambda f: f["h200_ratio"] < 1.2 and f["cpu_ratio"] > 1.5 and f["h200_nodes"] > f["cpu_nodes"]),
     Challenge(

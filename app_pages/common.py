@@ -613,7 +613,7 @@ def prompt_picker(prefix: str, height: int, caption: str | None = None) -> str:
     state.setdefault(prompt_key, items[0]["prompt"])
     state.setdefault(example_key, items[0]["title"])
     keep(prompt_key, example_key)
-    left, right = st.columns([3, 1])
+    left, right = st.columns([1.8, 1])      # the menu wide enough for the longest title at 1280x720
     with right:
         st.selectbox("Example prompt", [OWN_PROMPT] + [e["title"] for e in items], key=example_key,
                      on_change=use_example)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -117,7 +118,7 @@ def shoot(url: str, out: Path) -> None:
         race.wait_for()
         settled(page)
         race.click()
-        page.get_by_role("button", name="End").wait_for()
+        page.get_by_text(re.compile(r"clock [0-9.]+ ms of")).wait_for(timeout=180_000)   # the lanes are decoded
         settled(page)
         page.get_by_role("button", name="End").click()
         page.wait_for_timeout(3000)

@@ -148,21 +148,24 @@ def controls(pair, setup: Setup) -> None:
     """Race (decode every lane), Play or Pause, Step, Restart, End, and which clock the replay runs on."""
     race, _ = current_race(setup)
     clock = replay()
+    idle = race is None          # nothing decoded yet (or still decoding): nothing to replay, and a click on a
+    # replay button while the lanes decode would rerun the page and drop the race
     bar = st.container(horizontal=True, vertical_alignment="center", gap="small", key="race_controls")
     with bar:
         clicked = ui.action_button(st, "Race", key="lanes_btn", type="primary", disabled=bool(setup.problem),
                                    help="Decode every lane once (a progress bar), then replay them together on the "
                                         "clock")
         if clock.playing:
-            st.button("Pause", key="race_pause", on_click=clock.pause, icon=":material/pause:")
+            st.button("Pause", key="race_pause", on_click=clock.pause, icon=":material/pause:", disabled=idle)
         else:
             st.button("Play", key="race_play", on_click=lambda: clock.play(current_race(setup)[0], time.monotonic()),
-                      icon=":material/play_arrow:")
+                      icon=":material/play_arrow:", disabled=idle)
         st.button("Step", key="race_step", on_click=lambda: clock.step(current_race(setup)[0]),
-                  icon=":material/skip_next:", help="Pause and move the clock to the next round's end in any lane")
-        st.button("Restart", key="race_restart", on_click=clock.restart, icon=":material/replay:")
+                  icon=":material/skip_next:", help="Pause and move the clock to the next round's end in any lane",
+                  disabled=idle)
+        st.button("Restart", key="race_restart", on_click=clock.restart, icon=":material/replay:", disabled=idle)
         st.button("End", key="race_end", on_click=lambda: clock.to_end(current_race(setup)[0]),
-                  icon=":material/last_page:")
+                  icon=":material/last_page:", disabled=idle)
         st.caption(clock_caption(setup))
     if clicked and not setup.problem:
         decode_lanes(pair, setup)

@@ -597,3 +597,20 @@ def test_the_run_panel_stays_in_its_place_when_the_window_size_arrives():
         at.run()
         assert not at.exception
         assert _path_to(at.main, "step_btn_step") == before, size
+
+
+def test_the_race_replay_buttons_wait_for_a_race():
+    """Play, Step, Restart and End have nothing to replay before Race, and a click on one while the
+    lanes decode would rerun the page and drop the race: they are disabled until lanes exist."""
+    at = open_page(RACE)
+    at.text_area(key="race_prompt").set_value("def f(x):")
+    at.number_input(key="race_budget").set_value(8)
+    at.number_input(key="race_max_new").set_value(8)
+    at.run()
+    replay = ("race_play", "race_step", "race_restart", "race_end")
+    assert all(at.button(key=key).disabled for key in replay)
+    at.button(key="lanes_btn").click().run()
+    assert not at.exception and not errors(at) and at.session_state["race_lanes"]["decoded"].lanes
+    at.button(key="race_end").click().run()
+    assert not at.exception
+    assert all(not at.button(key=key).disabled for key in ("race_step", "race_restart", "race_end"))

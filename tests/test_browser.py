@@ -143,6 +143,11 @@ def open_step(browser, url: str, size: tuple[int, int], accept_downloads: bool =
     page.add_init_script(COUNT_STEP_CLICKS)
     page.goto(f"{url}/Step_through?prompt={quote(LONG_RUN)}")
     page.get_by_role("button", name="Step", exact=True).wait_for()
+    # the browser's size report reruns the page once, and on a short window the settings then move
+    # under the run: until that run is drawn, a settings box can stand twice (the old one fading)
+    settled(page)
+    page.wait_for_timeout(1000)
+    settled(page)
     return page
 
 
@@ -430,12 +435,13 @@ def test_a_step_click_updates_the_counters_within_half_a_second(server, browser)
 def run_to_end_and_save(browser, url: str, tmp_path: Path, name: str) -> tuple[dict, str]:
     page = open_step(browser, url, SIZES[0], accept_downloads=True)
     box = page.locator('input[aria-label="Max new tokens"]')
+    from playwright.sync_api import expect
+
+    expect(box).to_have_count(1)
     box.fill("40")
     box.press("Enter")
     page.wait_for_timeout(1000)
     page.get_by_role("button", name="Run to end").click()
-    from playwright.sync_api import expect
-
     expect(metric(page, "Tokens")).to_have_text("40")
     modelled = metric(page, "Modelled speed-up").inner_text()
     page.get_by_role("tab", name="Export").click()

@@ -11,29 +11,15 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit", reason="the app's packages are not installed (a bare GPU server)")
-from conftest import fixed_profile  # noqa: E402
+import test_app  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from taps.studio.app_state import load_pair_from_source  # noqa: E402
 from taps.studio.link import MAX_PROMPT_CHARS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = "roofline-h200-qwen3-8b"
 
-
-@pytest.fixture(scope="module", autouse=True)
-def tiny_pair_env(tiny_pair_dir):
-    """The app on the tiny pair with this machine's latency profile saved (a fixed one)."""
-    from taps.eval.measure import forget_profiles
-    from taps.profiles import profile_path
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TAPS_PAIR", str(tiny_pair_dir))
-        pair = load_pair_from_source(str(tiny_pair_dir), "auto")
-        fixed_profile(pair).save(profile_path(pair))
-        yield
-        profile_path(pair).unlink(missing_ok=True)
-        forget_profiles()
+tiny_pair_env = test_app.tiny_pair_env     # the app on the tiny pair with a fixed profile saved (autouse)
 
 
 def open_page(page: str, **params) -> AppTest:

@@ -157,8 +157,11 @@ def counters(record, numbers) -> str:
     shown = ctrl.visible[: ctrl.view]
     verified_run = sum(r.verified_nodes for r in shown)
     waste_round = record.waste_nodes / record.verified_nodes if record.verified_nodes else 0.0
-    # widths for one-line labels in the main column beside the sidebar at 1280 px (a compact page)
-    cols = st.columns([0.75, 1.0, 0.75, 1.5, 1.45, 2.0, 1.55])
+    # widths for the widest value each counter can show ("1024", "16.00", "100%", "10.00×") in the main
+    # column beside the sidebar at 1280 px, in the compact layout and in the default one (a window
+    # taller than 800 px, or the moment before the browser reports a new size), where the column is
+    # narrower; the metric font shrinks to 1.6rem there (BASE_CSS) and the delta chips wrap
+    cols = st.columns([0.8, 0.9, 0.95, 1.4, 1.35, 2.0, 1.6])
     cols[0].metric("Tokens", numbers.tokens)
     cols[1].metric("τ this round", record.tau)
     cols[2].metric("τ mean", f"{numbers.tau_mean:.2f}")

@@ -243,6 +243,34 @@ TRUNCATED = """() => {
 }"""
 
 
+# the widest text each of the Step page's counters can show: its value, and its chip below where it has one
+WIDEST = {"Tokens": ["1024"], "τ this round": ["17"], "τ mean": ["16.00"], "Verified this round": ["1024", "run 99999"],
+          "Waste this round": ["100%", "run 100%"], "Modelled": ["10.00×"],
+          "Measured speed-up": ["—", "10.00× rough: machine busy"]}
+COUNTERS_CUT = """(widest) => {
+  const cut = [];
+  const metrics = [...document.querySelectorAll('[data-testid="stMetric"]')].filter(m => m.offsetParent !== null);
+  for (const m of metrics) {
+    const label = m.querySelector('[data-testid="stMetricLabel"]').innerText.trim();
+    const key = Object.keys(widest).find(k => label.startsWith(k));
+    if (!key) continue;
+    const parts = [m.querySelector('[data-testid="stMetricValue"] div'),
+                   m.querySelector('[data-testid="stMetricDelta"] div')];
+    const column = m.closest('[data-testid="stColumn"]').getBoundingClientRect();
+    widest[key].forEach((text, n) => {
+      const el = parts[n];
+      if (!el) return;
+      const old = el.textContent;
+      el.textContent = text;
+      const box = el.getBoundingClientRect();
+      if (el.scrollWidth > el.clientWidth + 1 || box.right > column.right + 1) cut.push(`${key}: ${text}`);
+      el.textContent = old;
+    });
+  }
+  return cut;
+}"""
+
+
 def check_labels(geometry: dict) -> None:
     """Every verified node (and the bonus) has a visible, non-empty label overlapping no other."""
     verified = int(geometry["subtitle"].split("verified ")[1].split(",")[0])
@@ -291,6 +319,30 @@ def test_presenter_mode_fits_the_tree_and_labels_every_verified_node(server, bro
     page.screenshot(path=str(shot))
     keep_screenshot(shot)
     set_presenter(page, False)
+    page.close()
+
+
+def test_every_counter_fits_its_widest_value_at_1280_px_in_either_layout(server, browser):
+    """The counters at 1280 px wide, in the compact layout (720 tall), in the default one (1024 tall:
+    a narrower main column), and in the moment after a 1600x1000 window becomes 1280x720, before the
+    browser's size report has rerun the page into the compact layout (on a busy machine that moment
+    lasts seconds, and CI's browser suite read '1.00' cut in it). Each counter is given the widest
+    text it can show (WIDEST: four-digit tokens, a τ mean of 16.00, a busy machine's chip) and must
+    show it whole inside its column."""
+    for size in ((1280, 720), (1280, 1024)):
+        page = open_step(browser, server, size)
+        step(page, 2)
+        settled(page)
+        assert page.evaluate(TRUNCATED) == [], size
+        assert page.evaluate(COUNTERS_CUT, WIDEST) == [], size
+        page.close()
+    page = open_step(browser, server, SIZES[1])
+    step(page, 2)
+    settled(page)
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.wait_for_timeout(50)                          # the report comes 250 ms after the resize
+    assert page.evaluate("() => window.innerWidth") == 1280
+    assert page.evaluate(TRUNCATED) == [] and page.evaluate(COUNTERS_CUT, WIDEST) == []
     page.close()
 
 

@@ -15,7 +15,7 @@ from app_pages import widgets as app_widgets
 from taps import ModelPair, roofline
 from taps.config import DecodeConfig, check_value, field_spec
 from taps.flags import range_text
-from taps.studio import speed
+from taps.studio import lecturer, speed
 from taps.studio.app_state import default_pair_source, describe_source, load_pair_from_source
 from taps.studio.layout import LABEL_SIZES, Plot, plot_for
 from taps.studio.link import presenter_of
@@ -256,18 +256,84 @@ def chart(fig, key: str, **options) -> None:
                     **options)
 
 
+# ---------------------------------------------------------------------------- the lecturer
+LECTURER = "_lecturer"                  # this browser session gave the lecturer's password
+LECTURER_TRIES = "_lecturer_tries"      # wrong passwords given in this browser session
+MAX_LECTURER_TRIES = 5
+
+
+def class_settings() -> lecturer.ClassSettings:
+    """Whether the app is served to a class (a lecturer password in the server's secrets) and the
+    folders pairs may be read from (`taps.studio.lecturer`)."""
+    return lecturer.class_settings(st.secrets)
+
+
+def is_lecturer() -> bool:
+    """Whether this browser session may change what every session sees (the pair, this machine's
+    latency profile): always on a lone user's machine, else once it gave the lecturer's password."""
+    return not class_settings().served or bool(st.session_state.get(LECTURER))
+
+
+def _sign_in() -> None:
+    state = st.session_state
+    given, state["lecturer_password_input"] = state.get("lecturer_password_input", ""), ""
+    tries = int(state.get(LECTURER_TRIES, 0))
+    if tries >= MAX_LECTURER_TRIES:
+        state["lecturer_notice"] = "Too many wrong passwords in this browser session: open the app again to retry."
+    elif class_settings().check(given):
+        state[LECTURER], state[LECTURER_TRIES] = True, 0
+        state["lecturer_notice"] = "Signed in as the lecturer (in this browser session)."
+    else:
+        state[LECTURER_TRIES] = tries + 1
+        state["lecturer_notice"] = "That is not the lecturer's password: nothing changed."
+
+
+def _sign_out() -> None:
+    st.session_state[LECTURER] = False
+
+
+def lecturer_sidebar() -> None:
+    """On a class server, the lecturer's sign-in (or, signed in, what the lecturer may do)."""
+    if not class_settings().served:
+        return
+    state = st.session_state
+    if state.get(LECTURER):
+        st.caption("**Lecturer**: you load pairs and measure this machine's latency profile for the whole class.")
+        st.button("Sign out", key="lecturer_sign_out", on_click=_sign_out)
+    else:
+        with st.expander("Lecturer", icon=":material/key:"):
+            st.text_input("Lecturer password", type="password", key="lecturer_password_input",
+                          help="Set in the server's .streamlit/secrets.toml (docs/serving.md). Students need none.")
+            st.button("Sign in", key="lecturer_sign_in", on_click=_sign_in)
+    notice = state.pop("lecturer_notice", None)
+    if notice:
+        (st.success if notice.startswith("Signed in") else st.warning)(notice)
+
+
+def lecturer_only(what: str) -> None:
+    """The one line a student sees under a control only the lecturer has."""
+    st.caption(f":material/lock: {lecturer.LECTURER_ONLY}: {what}.")
+
+
 # ---------------------------------------------------------------------------- the model pair
 @st.cache_resource(show_spinner="Loading the model pair (once per process)…", max_entries=3)
-def cached_pair(source: str, device: str) -> ModelPair:
-    """The model pair, loaded once per process for every browser session."""
-    return load_pair_from_source(source, device)
+def cached_pair(source: str, device: str, roots: tuple[str, ...] | None = None) -> ModelPair:
+    """The model pair, loaded once per process for every browser session (on a class server only
+    from its allowed folders, `roots`)."""
+    from pathlib import Path
+
+    return load_pair_from_source(source, device, None if roots is None else tuple(Path(r) for r in roots))
 
 
 def _try_load(source: str, device: str) -> tuple[ModelPair | None, str | None]:
+    settings = class_settings()
+    roots = tuple(str(r) for r in settings.roots) if settings.served else None
     try:
-        return cached_pair(source, device), None
+        return cached_pair(source, device, roots), None
     except Exception as exc:  # noqa: BLE001 - any load failure becomes a message, the page stays up
-        return None, f"Could not load the model pair from {describe_source(source)}: {exc}"
+        where = (f"'{source.strip()}'" if source.strip() else "the shipped pair") if settings.served else \
+            describe_source(source)
+        return None, f"Could not load the model pair from {where}: {exc}"
 
 
 def _load_requested() -> None:
@@ -284,6 +350,14 @@ def pair_sidebar() -> None:
     state.setdefault("pair_device_input", state["pair_device"])
     keep("pair_source_input", "pair_device_input")
     st.subheader("Model pair")
+    if not is_lecturer():
+        pair, _ = _try_load(state["pair_source"], state["pair_device"])
+        st.text_input("Pair folder or hub id", value=pair.name if pair is not None else "", disabled=True,
+                      key="pair_source_locked")
+        if pair is not None:
+            st.caption(f"Loaded: **{pair.name}** on {pair.device}")
+        lecturer_only("the model pair (loading one fills this server's memory for everyone)")
+        return
     st.text_input("Pair folder or hub id", key="pair_source_input",
                   help="A folder with pair.json, a target hub id, or `TARGET + DRAFTER` (folders or hub ids). "
                        "Empty: the shipped pair. Starts as $TAPS_PAIR when that is set.", on_change=_load_requested)
@@ -442,8 +516,8 @@ def _finished(job) -> bool:
     says how (saved, or why not)."""
     if job is None or not job.done:
         return False
-    if st.session_state.get("_measure_seen") != id(job):
-        st.session_state["_measure_seen"] = id(job)
+    if st.session_state.get("_measure_seen") != id(job) and job.owner == session_token():
+        st.session_state["_measure_seen"] = id(job)         # said only to the browser session that measured
         st.session_state["profile_notice"] = (
             f"Could not measure a latency profile: {job.error}" if job.error else
             "Measured and saved: every run from now on sizes its trees from this machine's profile.")
@@ -461,6 +535,16 @@ def _measure_progress(pair: ModelPair) -> None:
         st.progress(job.share, text=f"Measuring this machine in the background: {job.text}")
 
 
+def session_token() -> str:
+    """A token of this browser session, to tell a notice meant for it from one meant for another."""
+    state = st.session_state
+    if "_session_token" not in state:
+        import uuid
+
+        state["_session_token"] = uuid.uuid4().hex
+    return state["_session_token"]
+
+
 def _measure_controls(pair: ModelPair, found: PageProfile) -> None:
     job = speed.measure_job(pair)
     if job is not None and not job.done:
@@ -469,17 +553,22 @@ def _measure_controls(pair: ModelPair, found: PageProfile) -> None:
     _finished(job)
     profile = found.sizing
     if found.sizing_id == speed.MACHINE:
-        st.caption(f"This machine: measured {profile.measured_at or 'at an unknown time'}, {profile.repeats} repeats, "
-                   f"trees up to {max(profile.sizes)} nodes. Every run reads it, so a demo replays.")
+        by = " by the lecturer" if class_settings().served else ""
+        st.caption(f"This machine: measured{by} {profile.measured_at or 'at an unknown time'}, "
+                   f"{profile.repeats} repeats, trees up to {max(profile.sizes)} nodes. Every run reads it, so a "
+                   "demo replays.")
     elif profile is not None and not found.link_id:        # the shipped reference, until this machine's is measured
         st.caption(speed.MEASURE_REASON[0].upper() + speed.MEASURE_REASON[1:] + ".")
     label = "Re-measure latency profile" if found.default_id == speed.MACHINE else "Measure latency profile"
-    if st.button(label, key="profile_measure_button", width="stretch",
+    allowed = is_lecturer()
+    if st.button(label, key="profile_measure_button", width="stretch", disabled=not allowed,
                  help="Measures this machine's own profile in the background (about a minute): the lecture goes on, "
                       "and runs switch to it when it is saved. Timings taken while the app decodes are slower: "
-                      "measure while it is idle."):
-        speed.start_measuring(pair)
+                      "measure while it is idle.") and allowed:
+        speed.start_measuring(pair, owner=session_token())
         st.rerun()
+    if not allowed:
+        lecturer_only("this machine's latency profile (every page sizes its trees from it)")
 
 
 def _profile_notices() -> None:
@@ -660,6 +749,7 @@ def frame(pages: list) -> st.navigation:
             st.toggle("Presenter mode", key="presenter",
                       help="For a projector: the sidebar and settings collapse and the tree fits the screen "
                            "(1280×720 and up) with its title, legend and axis.")
+        lecturer_sidebar()
         pair_sidebar()
         pair, _ = _try_load(state["pair_source"], state["pair_device"])
         profile_sidebar(pair)

@@ -33,6 +33,7 @@ RUNTIME = {
     "results/profile": "python -m taps.profile's default --out (taps/eval/profile.py)",
     "results/profile/": "the same, as the profile command's usage line writes it",
     "results/round-profile": "scripts/profile_round.py's default --out",
+    ".streamlit/secrets.toml": "a class server's lecturer password, written by whoever serves a class (git ignores it)",
 }
 
 _PATH_CHARS = r"[A-Za-z0-9_./*<>{}$+-]"

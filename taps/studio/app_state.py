@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -43,12 +44,17 @@ def _looks_like_hub_id(text: str) -> bool:
     return bool(owner and name and "/" not in name and " " not in text and not text.startswith((".", "~")))
 
 
-def load_pair_from_source(source: str, device: str = "auto") -> ModelPair:
+def load_pair_from_source(source: str, device: str = "auto", roots: tuple[Path, ...] | None = None) -> ModelPair:
     """Load a pair from what the user typed: "" (the shipped pair), a pair folder, a target hub id,
-    or `TARGET + DRAFTER` (two folders or hub ids). Raises PairError with a clear message."""
+    or `TARGET + DRAFTER` (two folders or hub ids). Raises PairError with a clear message.
+
+    With `roots` (a class server, `taps.studio.lecturer`), folders are read only inside those roots
+    and no message names a server path or says whether a path exists outside them."""
     text = source.strip()
     if not text:
         return load_pair(None, device=device)
+    if roots is not None:
+        return _load_within(text, device, roots)
     if "+" in text:
         target, _, drafter = (part.strip() for part in text.partition("+"))
         if not target or not drafter:
@@ -61,6 +67,39 @@ def load_pair_from_source(source: str, device: str = "auto") -> ModelPair:
         return load_pair(None, target=text, device=device)
     raise PairError(f"model pair not found: '{text}' is neither a folder on this machine nor a hub id "
                     "(owner/name)")
+
+
+def _load_within(text: str, device: str, roots: tuple[Path, ...]) -> ModelPair:
+    """`load_pair_from_source` on a class server: each part an allowed folder or a hub id."""
+    from .lecturer import allowed_folder, clean_message, not_allowed
+
+    parts = [part.strip() for part in text.partition("+")[::2]] if "+" in text else [text]
+    if not all(parts):
+        raise PairError("write a target and a drafter as `TARGET + DRAFTER` (folders or hub ids)")
+    resolved, folders = [], []
+    for part in parts:
+        folder = allowed_folder(part, roots)
+        if folder is not None:
+            resolved.append(folder)
+            folders.append((part, folder))
+        elif _looks_like_hub_id(part) and not Path(part).expanduser().exists():
+            resolved.append(part)
+        else:
+            raise not_allowed(part)
+    try:
+        if len(resolved) == 2:
+            return load_pair(None, target=str(resolved[0]), drafter=str(resolved[1]), device=device)
+        if isinstance(resolved[0], Path):
+            return load_pair(resolved[0], device=device)
+        return load_pair(None, target=resolved[0], device=device)
+    except PairError as exc:
+        if not folders:                       # a hub id: what the hub said stays in the server's log
+            logging.getLogger("taps.serve").warning("could not load %r from the hub: %s", text, exc)
+            raise not_allowed(text) from None
+        message = str(exc)
+        for typed, folder in folders:
+            message = clean_message(message, typed, folder)
+        raise PairError(message) from None
 
 
 def pair_facts(pair: ModelPair) -> dict:

@@ -252,6 +252,7 @@ class MeasureJob:
     text: str = "starting"
     done: bool = False
     error: str = ""
+    owner: str = ""              # who started it (a browser session's token): its notice is said to them alone
 
     def update(self, share: float, text: str) -> None:
         self.share, self.text = min(max(float(share), 0.0), 1.0), text
@@ -268,9 +269,10 @@ def measure_job(pair) -> MeasureJob | None:
     return _JOBS.get(str(profile_path(pair))) if pair is not None else None
 
 
-def start_measuring(pair, after: Callable[[], None] | None = None) -> MeasureJob:
+def start_measuring(pair, after: Callable[[], None] | None = None, owner: str = "") -> MeasureJob:
     """Measure and save this pair's profile here in a background thread (one at a time per pair and
-    device); `after` runs once it is saved (e.g. to forget cached profiles). Returns the job."""
+    device); `after` runs once it is saved (e.g. to forget cached profiles); `owner` names who asked
+    (a browser session's token: its notice is said to them alone). Returns the job."""
     from ..eval.measure import forget_profiles, measure_and_save
     from ..profiles import profile_path
 
@@ -279,7 +281,7 @@ def start_measuring(pair, after: Callable[[], None] | None = None) -> MeasureJob
         job = _JOBS.get(path)
         if job is not None and not job.done:
             return job
-        job = _JOBS[path] = MeasureJob(path)
+        job = _JOBS[path] = MeasureJob(path, owner=owner)
 
     def work() -> None:
         try:

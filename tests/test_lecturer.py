@@ -1,0 +1,174 @@
+"""Only the lecturer changes what every session of a served class sees (issue 49): with a lecturer
+password in the server's secrets, a student's session cannot load a pair or measure this machine's
+latency profile, and a refused try changes nothing for anyone; the lecturer can after giving the
+password; a pair folder outside the allowed roots is refused with one message that names no server
+path and does not say whether the path exists; a notice meant for one session ("Measured and
+saved...") never shows in another. A lone user (no password configured) keeps every control."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit", reason="the app's packages are not installed (a bare GPU server)")
+import test_app  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from taps.pair import PairError  # noqa: E402
+from taps.studio.app_state import load_pair_from_source  # noqa: E402
+from taps.studio.lecturer import allowed_folder, class_settings  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PASSWORD = "correct horse battery staple"
+
+tiny_pair_env = test_app.tiny_pair_env     # the app on the tiny pair with a fixed profile saved (autouse)
+fresh_runs = test_app.fresh_runs
+
+
+# ---------------------------------------------------------------------------- the rules, plain Python
+def test_no_password_is_a_lone_users_machine():
+    assert not class_settings({}).served and not class_settings(None).served
+    assert not class_settings({}).check("")
+    settings = class_settings({"lecturer_password": PASSWORD})
+    assert settings.served and settings.check(PASSWORD)
+    assert not settings.check("") and not settings.check(PASSWORD + " ") and not settings.check(None)
+
+
+def test_pair_folders_are_read_only_inside_the_allowed_roots(tmp_path, tiny_pair_dir):
+    root = tiny_pair_dir.parent
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    (tmp_path / "link").symlink_to(outside)
+    roots = (root.resolve(),)
+    assert allowed_folder(str(tiny_pair_dir), roots) == tiny_pair_dir.resolve()
+    assert allowed_folder(tiny_pair_dir.name, roots) == tiny_pair_dir.resolve()           # a name inside a root
+    for text in (str(outside), f"{tiny_pair_dir}/../../{tmp_path.name}/secret", "../secret", "~", "/",
+                 str(tmp_path / "link"), str(tmp_path / "missing")):
+        assert allowed_folder(text, roots) is None, text
+
+
+def test_a_refused_folder_gets_one_message_naming_no_server_path(tmp_path, tiny_pair_dir):
+    roots = (tiny_pair_dir.parent.resolve(),)
+    existing, missing = tmp_path / "ssh", tmp_path / "nothing-here"
+    existing.mkdir()
+    messages = []
+    for text in (str(existing), str(missing), "~/.ssh", "~"):
+        with pytest.raises(PairError) as caught:
+            load_pair_from_source(text, "cpu", roots)
+        messages.append(str(caught.value).replace(text, "TYPED"))
+        assert str(Path.home()) not in str(caught.value).replace(text, "") and str(tmp_path) not in \
+            str(caught.value).replace(text, "")
+    assert len(set(messages)) == 1, messages                  # existing or not, inside home or not: the same words
+    assert load_pair_from_source(tiny_pair_dir.name, "cpu", roots).name == "tiny-random"
+
+
+def test_a_broken_pair_inside_a_root_is_named_as_typed(tmp_path):
+    broken = tmp_path / "pairs" / "broken"
+    broken.mkdir(parents=True)
+    with pytest.raises(PairError) as caught:
+        load_pair_from_source("broken", "cpu", ((tmp_path / "pairs").resolve(),))
+    assert "broken" in str(caught.value) and str(tmp_path) not in str(caught.value)
+
+
+# ---------------------------------------------------------------------------- the app (AppTest)
+def open_as(page: str | None = "1_Step_through.py", password: str | None = PASSWORD) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    if password:
+        at.secrets["lecturer_password"] = password
+    at.run()
+    if page:
+        at.switch_page(f"app_pages/{page}").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def sign_in(at: AppTest, password: str) -> AppTest:
+    at.sidebar.text_input(key="lecturer_password_input").set_value(password)
+    return at.sidebar.button(key="lecturer_sign_in").click().run()
+
+
+def sidebar_text(at: AppTest) -> str:
+    return " | ".join([c.value for c in at.sidebar.caption] + [s.value for s in at.sidebar.success] +
+                      [w.value for w in at.sidebar.warning] + [e.value for e in at.sidebar.error])
+
+
+def test_a_lone_user_keeps_every_control():
+    at = open_as(password=None)
+    assert not at.sidebar.button(key="profile_measure_button").disabled
+    assert not at.sidebar.text_input(key="pair_source_input").disabled
+    assert "lecturer_password_input" not in [w.key for w in at.sidebar.text_input]
+
+
+def test_a_student_cannot_load_a_pair_or_measure_and_a_try_changes_nothing(tiny_pair_dir):
+    from taps.studio import speed
+
+    pair = load_pair_from_source(str(tiny_pair_dir), "auto")
+    before = speed.measure_job(pair)
+    student, other = open_as(), open_as()
+    button = student.sidebar.button(key="profile_measure_button")
+    assert button.disabled and "Only the lecturer" in sidebar_text(student)
+    assert student.sidebar.text_input(key="pair_source_locked").disabled
+    assert "pair_source_input" not in [w.key for w in student.sidebar.text_input]       # no box to type a path in
+    sign_in(student, "guess")
+    assert "not the lecturer's password" in sidebar_text(student)
+    assert student.sidebar.button(key="profile_measure_button").disabled
+    other.run()
+    assert speed.measure_job(pair) is before
+    assert other.sidebar.button(key="profile_measure_button").disabled and not other.exception
+    assert "not the lecturer's password" not in sidebar_text(other)
+
+
+def test_wrong_passwords_run_out():
+    at = open_as()
+    for _ in range(5):
+        sign_in(at, "guess")
+    sign_in(at, PASSWORD)                                     # the right one, too late for this session
+    assert "Too many wrong passwords" in sidebar_text(at)
+    assert at.sidebar.button(key="profile_measure_button").disabled
+
+
+def test_the_lecturer_loads_pairs_from_the_allowed_roots_only(tmp_path):
+    at = sign_in(open_as(), PASSWORD)
+    assert "Signed in as the lecturer" in sidebar_text(at)
+    box = at.sidebar.text_input(key="pair_source_input")
+    assert not box.disabled and not at.sidebar.button(key="profile_measure_button").disabled
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    box.set_value(str(outside)).run()
+    shown = " | ".join(e.value for e in at.sidebar.error)
+    assert "neither a pair folder this class server offers" in shown and "still using the previous pair" in shown
+    assert str(tmp_path) not in shown.replace(str(outside), "") and str(Path.home()) not in shown.replace(
+        str(outside), "")
+    assert "Loaded: **tiny-random**" in sidebar_text(at)
+
+
+@pytest.mark.slow                      # a real measurement of the tiny pair (about 10 s)
+def test_the_lecturers_measurement_is_said_to_the_lecturer_alone(tiny_pair_dir):
+    from taps.eval.measure import forget_profiles
+    from taps.profiles import profile_path
+    from taps.studio import speed
+
+    pair = load_pair_from_source(str(tiny_pair_dir), "auto")
+    saved = profile_path(pair).read_text()
+    profile_path(pair).unlink()
+    forget_profiles()
+    try:
+        lecturer = sign_in(open_as(), PASSWORD)
+        student = open_as()
+        lecturer.sidebar.button(key="profile_measure_button").click().run()
+        job = speed.measure_job(pair)
+        while not job.done:
+            time.sleep(0.2)
+        lecturer.run()
+        student.run()
+        fresh = open_as()
+        assert not job.error and "Measured and saved" in sidebar_text(lecturer)
+        for other in (student, fresh):
+            assert not other.exception
+            assert "Measured and saved" not in sidebar_text(other)
+            assert "measured by the lecturer" in sidebar_text(other)          # every page sizes from it, and says so
+    finally:
+        profile_path(pair).write_text(saved)
+        forget_profiles()

@@ -5,10 +5,14 @@ the target's shapes and the device's published peak FLOP/s and memory bandwidth.
 
 bytes moved = the weights read once + the KV cache read at the profile's context length; FLOPs =
 2 x (m + 1) x the matrix weights + attention over the context, + the output head. The drafter's
-pass is priced the same way from the drafter's shape over its block. Device constants (with their
-public sources) and model shapes live in one data file, `assets/profiles/roofline.json`; this
-CPU's constants there are fitted to the measured reference profile (`fit_device`). Profiles built
-here have kind "roofline" and ids `roofline-<device>-<model>`: estimates, never measurements.
+pass is priced the same way from the drafter's shape over its block. A round costs that drafter
+pass, its host work (pool, estimate, select, commit) and verify(m); the AR step costs verify(0) and
+the AR round's host work, timed the same way (a round's stages besides its forwards), so every term
+of the AR step is a round's too and a round never costs less than one AR step (a data file whose
+host costs say otherwise is refused). Device constants (with their public sources) and model shapes live
+in one data file, `assets/profiles/roofline.json`; this CPU's constants there are fitted to the
+measured reference profile (`fit_device`). Profiles built here have kind "roofline" and ids
+`roofline-<device>-<model>`: estimates, never measurements.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .config import ESTIMATORS
 from .cost_model import LatencyProfile, default_sizes
 from .paths import PROFILES_DIR
-from .policies import AR
+from .policies import AR, REGISTRY
 
 DATA_PATH = PROFILES_DIR / "roofline.json"
 FORMULA = ("verify(m) = layers × launch + max(FLOPs(m + 1 rows) / peak FLOP/s, "
@@ -64,6 +69,13 @@ def load_data(path: str | Path | None = None) -> dict:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ValueError(f"the roofline data file {path} cannot be read ({exc})") from exc
+    return check_data(data, path)
+
+
+def check_data(data: dict, path: str | Path = "the data") -> dict:
+    """`data` when it is a usable roofline data file, else a ValueError saying what is wrong. Host
+    costs are seconds >= 0, and no round's is below the AR round's: the AR step's host work (its
+    pool, select, commit) is a round's too, and a cheaper one would price a round below an AR step."""
     for part in ("devices", "models", "drafter", "host_s", "context_length"):
         if part not in data:
             raise ValueError(f"the roofline data file {path} has no {part!r}")
@@ -76,7 +88,28 @@ def load_data(path: str | Path | None = None) -> dict:
         missing = [k for k in MODEL_FIELDS if k not in shape]
         if missing:
             raise ValueError(f"roofline model {name!r} in {path} lacks {', '.join(missing)}")
+    host = data["host_s"]
+    bad = [name for name, cost in host.items()
+           if not isinstance(cost, (int, float)) or isinstance(cost, bool) or not 0 <= cost < float("inf")]
+    if bad:
+        raise ValueError(f"roofline host_s in {path}: {', '.join(bad)} must be seconds >= 0")
+    ar = float(host.get(AR.name, 0.0))
+    below = [name for name, cost in host.items() if name != AR.name and cost < ar]
+    if below:
+        raise ValueError(f"roofline host_s in {path}: {', '.join(below)} below the AR round's {ar:g} s would price "
+                         "a round below an AR step (every round does the AR round's host work, and more)")
     return data
+
+
+def round_host_s(host: dict) -> dict[str, float]:
+    """Per run label of every registered policy but AR, a round's host seconds besides its drafter pass
+    and verify: the data file's where the reference CPU timed that policy; else (the oracle) the
+    cheapest timed round's, or the AR round's when none was timed."""
+    timed = {name: float(cost) for name, cost in host.items() if name != AR.name}
+    floor = min(timed.values(), default=float(host.get(AR.name, 0.0)))
+    labels = [label for entry in REGISTRY.values() if not entry.baseline
+              for label in ([entry.run_label(e) for e in ESTIMATORS] if entry.uses_estimator else [entry.run_label()])]
+    return {**dict.fromkeys(labels, floor), **timed}
 
 
 # ---------------------------------------------------------------------------- the formula
@@ -169,7 +202,8 @@ def roofline_profile(device: str, model: str, pair=None, max_nodes: int = 1024, 
                      ) -> LatencyProfile:
     """The roofline estimate of a round's costs for `model` (a data-file model, or the loaded pair's
     name: its target and drafter configs) on `device`. Per-round host-side costs (pool, estimate,
-    select, commit) are the data file's, measured on the reference CPU and assumed the same anywhere."""
+    select, commit) are the data file's, measured on the reference CPU and assumed the same anywhere:
+    a round pays the drafter pass + its host cost + verify(m), the AR step verify(0) + the AR round's."""
     data = data or load_data()
     if device not in data["devices"]:
         raise ValueError(f"unknown roofline device {device!r}: one of {', '.join(data['devices'])}")
@@ -193,7 +227,7 @@ def roofline_profile(device: str, model: str, pair=None, max_nodes: int = 1024, 
     fits = "" if not dev.get("memory_bytes") or weights <= dev["memory_bytes"] else (
         f"; its weights ({weights / 1e9:.0f} GB) do not fit in the {dev['memory_bytes'] / 1e9:.0f} GB of the device: "
         "the estimate assumes they did")
-    overhead = {policy: draft_s + float(cost) for policy, cost in host.items() if policy != AR.name}
+    overhead = {policy: draft_s + cost for policy, cost in round_host_s(host).items()}
     return LatencyProfile(
         sizes=sizes, verify_s=[float(v) for v in verify], draft_s=draft_s, device=device,
         pair=pair.name if pair is not None else "", context_length=context, overhead_s=overhead,

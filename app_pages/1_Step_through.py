@@ -520,8 +520,10 @@ def exports(record, shown_prompt: str, run_config: dict) -> None:
     from taps.studio.lecture_file import controller_lecture
 
     short = ui.short_profile_name()                 # read here: the file is made on another thread, on click
+    load = machine_load() if ctrl.live else None    # the load the counters above judge "measured" by
     row = st.container(horizontal=True, vertical_alignment="center", gap="small")
-    row.download_button("Lecture as offline HTML", data=lambda: controller_lecture(ctrl, pair.name, model, short),
+    row.download_button("Lecture as offline HTML",
+                        data=lambda: controller_lecture(ctrl, pair.name, model, short, load=load),
                         file_name=f"taps-lecture-{record.selector}-budget{record.budget}-{len(ctrl.visible)}rounds"
                                   ".html", mime="text/html", key="step_dl_lecture", on_click="ignore",
                         help="Every round shown so far, each with its six stages, the counters, the narration and "

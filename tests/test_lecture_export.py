@@ -4,7 +4,8 @@ network off and every non-file request aborted and recorded (none may be attempt
 - a run of the shipped pair decoded by the Step page's controller: → ← ↓ ↑ End Home and space
   (autoplay moves by itself, space stops it) show the round, stage and counters that the page's
   `StepController.numbers` gives for that round; `?` lists the keys; at 1280x720 nothing is cut off
-  (screenshots kept in $TAPS_SCREENSHOT_DIR when set);
+  (screenshots kept in $TAPS_SCREENSHOT_DIR when set); `#round=` opens a round, on opening and when
+  the address changes, and a round outside the run opens the nearest one with a note;
 - the file the live Step page's *Lecture as offline HTML* button makes (the tiny pair) opens at the
   page's round with the page's own counters, and at round 1 after Home on both.
 """
@@ -18,7 +19,7 @@ from urllib.parse import urlencode
 import pytest
 from test_browser import LONG_RUN, ROOT, browser, keep_screenshot, server, settled  # noqa: F401
 from test_browser_lecture import open_link, press, title, unfocus
-from test_lecture_file import page_cells
+from test_lecture_file import IDLE, page_cells
 
 pytestmark = pytest.mark.browser
 SIZE = {"width": 1280, "height": 720}
@@ -57,9 +58,9 @@ CUT_OFF = """() => {
 }"""
 
 
-def offline_page(browser, path: Path):  # noqa: F811
-    """The file opened from file:// in a fresh context with the network off; returns (page, the
-    addresses of every non-file request attempted, each aborted)."""
+def offline_page(browser, path: Path, fragment: str = ""):  # noqa: F811
+    """The file opened from file:// (at `fragment`, "#round=3") in a fresh context with the network
+    off; returns (page, the addresses of every non-file request attempted, each aborted)."""
     context = browser.new_context(viewport=SIZE)
     context.set_offline(True)
     attempted: list[str] = []
@@ -78,7 +79,7 @@ def offline_page(browser, path: Path):  # noqa: F811
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("request", lambda request: None if request.url.startswith(("file://", "data:", "blob:"))
             else attempted.append(request.url))
-    page.goto(path.resolve().as_uri())
+    page.goto(path.resolve().as_uri() + fragment)
     page.wait_for_function("() => window.tapsLecture && window.tapsLecture.state.round >= 1")
     page.wait_for_function("() => !!document.querySelector('#figure .gtitle')")
     assert errors == []
@@ -115,7 +116,7 @@ def shipped_lecture(tmp_path_factory):
     ctrl = StepController()
     ctrl.advance(pair, example_by_id("fib")["prompt"], DecodeConfig(max_new_tokens=32), profile, None)
     ctrl.show(1)
-    page = controller_lecture(ctrl, pair.name, profile, "reference CPU",
+    page = controller_lecture(ctrl, pair.name, profile, "reference CPU", load=IDLE,
                               exported_at=datetime(2026, 12, 5, 9, 30, tzinfo=timezone.utc))
     path = tmp_path_factory.mktemp("lecture") / "fib.html"
     path.write_text(page, encoding="utf-8")
@@ -191,6 +192,33 @@ def test_the_file_plays_offline_with_the_pages_keys_and_numbers(browser, shipped
     text = page.locator("body").inner_text()
     for words in ("taps-code-10m", "exported 2026-12-05 09:30 UTC", "measured in the original run"):
         assert words in text, words
+    assert attempted == []
+    page.context.close()
+
+
+@pytest.mark.skipif(not (SHIPPED / "pair.json").exists(), reason="the shipped pair is not in assets/models")
+def test_the_address_opens_a_round_and_follows_when_edited(browser, shipped_lecture):  # noqa: F811
+    path, expected, rounds, _ = shipped_lecture
+    last = len(rounds)
+    page, attempted = offline_page(browser, path, "#round=3&view=pool")
+    seen = shown(page, 3, "pool")
+    assert seen["cells"] == expected[3] and seen["state"]["notice"] == ""
+
+    def go(fragment: str, number: int, note: str = "") -> None:
+        page.evaluate("hash => { location.hash = hash; }", fragment)
+        seen = shown(page, number)
+        assert seen["round"] == number and seen["state"] == dict(seen["state"], view="tree", playing=False)
+        assert seen["cells"] == expected[number]
+        assert seen["state"]["notice"] == note and page.locator("#notice").inner_text() == note
+        assert page.evaluate("() => location.hash") == f"#round={number}&view=tree"
+
+    go("#round=2&view=tree", 2)
+    press_key(page, " ")                             # autoplay, then the address edited: it moves there and stops
+    go(f"#round={last + 40}&view=tree", last,
+       f"The address asks for round {last + 40}, but this file holds rounds 1 to {last}: showing round {last}.")
+    go("#round=0&view=tree", 1, f"The address asks for round 0, but this file holds rounds 1 to {last}: showing "
+                                "round 1.")
+    go("#round=4&view=tree", 4)
     assert attempted == []
     page.context.close()
 

@@ -1,8 +1,9 @@
 """The lecture file (`taps.studio.lecture_file`): a short run of the shipped pair, decoded by the Step
 page's controller, written as one HTML page that loads nothing from the network, holds every round
 (its tree, six stages, narration and text) and shows, round by round, the counters the page's own
-`StepController.numbers` gives with that round on view. The browser half (keys, autoplay, file://
-with the network off) is tests/test_lecture_export.py."""
+`StepController.numbers` gives with that round on view, the measured speed-up judged by the machine
+load the page judged it by (a dash and the rough figure greyed when busy). The browser half (keys,
+autoplay, file:// with the network off, #round= followed) is tests/test_lecture_export.py."""
 
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ from taps.studio.lecture_file import (
     round_counters,
 )
 from taps.studio.lesson import round_text
-from taps.studio.speed import measured_shown
+from taps.studio.speed import MIN_MEASURED_ROUNDS, MachineLoad, measured_shown
 from taps.studio.stepper import StepController, step_numbers
 
 EXPORTED = datetime(2026, 12, 5, 9, 30, tzinfo=timezone.utc)
+IDLE, BUSY = MachineLoad(load=0.1, cores=2), MachineLoad(load=7.5, cores=2)     # 0.05 and 3.75 a core
 
 
 def lecture_data(page: str) -> dict:
@@ -66,7 +68,7 @@ def run(shipped):
     ctrl.advance(shipped, example_by_id("fib")["prompt"], DecodeConfig(max_new_tokens=16), profile, None)
     assert len(ctrl.visible) >= 3
     ctrl.show(2)
-    page = controller_lecture(ctrl, shipped.name, profile, exported_at=EXPORTED)
+    page = controller_lecture(ctrl, shipped.name, profile, exported_at=EXPORTED, load=IDLE)
     return ctrl, profile, page
 
 
@@ -164,3 +166,108 @@ def test_the_command_line_writes_a_file(tmp_path, capsys):
     assert len(data["rounds"]) == 1 and "wrote" in capsys.readouterr().out
     assert main(["--example", "nope", "--out", str(out)]) == 2
     assert "unknown example 'nope'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- measured, as the page shows it
+def measured_cell(entry: dict) -> tuple[str, str]:
+    cell = next(c for c in entry["counters"]["cells"] if c["key"] == "measured")
+    return cell["value"], cell["delta"]
+
+
+def first_counter(page: str, key: str) -> str:
+    """The value a counter shows in the HTML before any script runs."""
+    found = re.findall(rf'data-counter="{key}"[^>]*><div class="label">[^<]*</div><div class="value">([^<]*)</div>',
+                       page)
+    assert len(found) == 1
+    return html.unescape(found[0])
+
+
+@pytest.fixture(scope="module")
+def long_run(shipped):
+    """The fib example to 32 new tokens (more than MIN_MEASURED_ROUNDS rounds), exported as the page
+    exports it on a busy machine and on an idle one."""
+    _, profile, why = shipped_reference(shipped)
+    assert profile is not None, why
+    ctrl = StepController()
+    ctrl.advance(shipped, example_by_id("fib")["prompt"], DecodeConfig(max_new_tokens=32), profile, None)
+    assert len(ctrl.visible) > MIN_MEASURED_ROUNDS
+    pages = {name: controller_lecture(ctrl, shipped.name, profile, exported_at=EXPORTED, load=load)
+             for name, load in (("busy", BUSY), ("idle", IDLE))}
+    return ctrl, profile, pages
+
+
+def test_a_busy_machine_greys_the_measured_speed_up_as_the_page_does(long_run):
+    ctrl, profile, pages = long_run
+    assert BUSY.busy and not IDLE.busy
+    page = pages["busy"]
+    data, greyed = lecture_data(page), 0
+    for n, entry in enumerate(data["rounds"], start=1):
+        ctrl.show(n)
+        measured = ctrl.numbers(profile).speed.measured
+        on_page = measured_shown(measured, BUSY)                      # what the live page shows, busy, at round n
+        assert measured_cell(entry) == (on_page.value, on_page.note) and on_page.value == "—"
+        line = entry["counters"]["speed_line"]
+        assert not re.search(r"Measured \d", line), line             # never headlined as a plain value
+        if measured.count >= MIN_MEASURED_ROUNDS:
+            greyed += 1
+            assert on_page.note == f"{measured.median:.2f}× rough: machine busy"
+            assert BUSY.reason() in on_page.sentence                   # the page's reason, said of that machine
+            assert (f"Measured: {measured.text(2)} over {measured.count} rounds, greyed: the machine it ran on was "
+                    f"{BUSY.reason()}") in line
+        else:
+            assert on_page.note == f"from round {MIN_MEASURED_ROUNDS}"
+            assert on_page.sentence.replace("**", "") in line
+    assert greyed >= 1
+    assert all(e["counters"].get("machine_load") == {"load": 7.5, "cores": 2, "busy": True} for e in data["rounds"])
+    assert first_counter(page, "measured") == "—"
+    text = html.unescape(page.replace(get_plotlyjs(), ""))
+    assert not re.search(r"Measured \d", text)                       # nowhere "Measured 1.14×": only "Measured: …"
+    assert "The machine it ran on was busy when the file was made (load 7.5 on 2 cores)" in text
+
+
+def test_an_idle_machine_headlines_the_measured_speed_up_with_its_middle_half(long_run):
+    ctrl, profile, pages = long_run
+    data, headlined = lecture_data(pages["idle"]), 0
+    for n, entry in enumerate(data["rounds"], start=1):
+        ctrl.show(n)
+        measured = ctrl.numbers(profile).speed.measured
+        on_page = measured_shown(measured, IDLE)
+        assert measured_cell(entry) == (on_page.value, on_page.note)
+        line = entry["counters"]["speed_line"]
+        if measured.count >= MIN_MEASURED_ROUNDS:
+            headlined += 1
+            assert on_page.shown and on_page.value == f"{measured.median:.2f}×"
+            assert on_page.note == f"{measured.low:.2f}–{measured.high:.2f}× middle half"
+            assert (f"Measured {measured.text(2)} (median over {measured.count} rounds, middle half in brackets)"
+                    in line)
+            assert "greyed" not in line and "rough" not in on_page.note
+        else:
+            assert on_page.value == "—" and on_page.note == f"from round {MIN_MEASURED_ROUNDS}"
+    assert headlined >= 1
+    assert "The machine it ran on was not busy when the file was made (load 0.1 on 2 cores)" in \
+        html.unescape(pages["idle"])
+
+
+def test_the_load_is_the_callers_to_pass(run):
+    ctrl, profile, _ = run
+    with pytest.raises(TypeError, match="load"):                      # no silent default: the page passes its own
+        controller_lecture(ctrl, "taps-code-10m", profile)
+    saved = StepController()                                          # a saved run: no load to judge, as on the page
+    saved.load(ctrl.run_file("taps-code-10m"))
+    page = controller_lecture(saved, "taps-code-10m", profile, load=BUSY, exported_at=EXPORTED)
+    data = lecture_data(page)
+    assert {entry["counters"]["machine_load"] for entry in data["rounds"]} == {None}
+    assert {measured_cell(entry) for entry in data["rounds"]} == {("—", "")}
+    assert "when the file was made" not in html.unescape(page)
+
+
+def test_the_address_round_is_followed_on_opening_and_when_it_changes(run):
+    _, _, page = run
+    script = page.split('<script id="lecture-data"', 1)[1].split("</script>", 2)[1]
+    reads = script.split("function fromAddress()", 1)[1].split("\n  }\n", 1)[0]
+    assert "location.hash" in reads
+    assert re.search(r"addEventListener\('hashchange', function \(\) \{[^}]*fromAddress\(\);\s*render\(\);",
+                     script)                                          # an edited #round= moves the file there
+    assert script.rstrip().endswith("fromAddress();\n  render();\n})();")   # and it is read on opening
+    assert "Math.min(Math.max(number, 1), N)" in reads and "but this file holds rounds 1 to " in reads
+    assert "S.notice = notes.join(' ')" in reads                     # out of range: the nearest round, said

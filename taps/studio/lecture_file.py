@@ -8,7 +8,9 @@ What it shows is the Step page's own: the figures are `round_tree_figure` and `l
 for a 1280x720 window), the narration `stage_narration`, and the counters `step_numbers`, the
 computation `StepController.numbers` makes over the rounds up to the one on view. Modelled speed-ups
 are priced on the named profile; measured ones were measured in the original run, on the machine it
-ran on, and the file says so.
+ran on, and the file says so. The measured speed-up is shown as the page shows it (`measured_shown`):
+a dash before round 5, and a dash with the rough figure greyed when the machine was busy by the
+load reading the page judged it by, which the caller passes (`load`; this module reads no load).
 
     python -m taps.studio.lecture_file --example fib --out fib.html      (decodes with the shipped pair)
 """
@@ -30,7 +32,7 @@ from ..config import DecodeConfig, run_label
 from ..record import STAGES, Round
 from .layout import Plot, plot_for
 from .lesson import STAGE_TITLES, prompt_excerpt, round_text
-from .speed import MIN_MEASURED_ROUNDS, MeasuredShown, measured_shown, profile_name
+from .speed import MIN_MEASURED_ROUNDS, MachineLoad, MeasuredShown, measured_shown, profile_name
 from .stepper import StepController, step_numbers
 
 FILE_PLOT = plot_for(1240, 430, presenter=True)     # every figure's size: a 1280x720 window less the controls
@@ -54,10 +56,12 @@ def short_profile_label(profile) -> str:
 
 
 def round_counters(rounds: Sequence[Round], ar_rounds: Sequence[Round] = (), model_profile=None,
-                   short_name: str | None = None) -> list[dict]:
+                   short_name: str | None = None, load: MachineLoad | None = None) -> list[dict]:
     """For each round, the counters the Step page shows with that round on view: the numbers
     (`step_numbers` over the rounds up to it) and the page's seven metrics as text ("cells"), and
-    the line spelling out the two speed-ups."""
+    the line spelling out the two speed-ups. `load`: the machine load the page judged the measured
+    speed-up by (`measured_shown`; None for a saved run, as on the page): when it was busy every
+    round's measured counter is a dash with the rough figure greyed and why, as on the page."""
     short = short_profile_label(model_profile) if short_name is None else short_name
     named = profile_name(model_profile)
     out = []
@@ -67,7 +71,7 @@ def round_counters(rounds: Sequence[Round], ar_rounds: Sequence[Round] = (), mod
         verified_run = sum(r.verified_nodes for r in rounds[:count])
         waste_round = record.waste_nodes / record.verified_nodes if record.verified_nodes else 0.0
         speedup = None if modelled is None or math.isnan(modelled["speedup"]) else float(modelled["speedup"])
-        shown = measured_shown(measured)
+        shown = measured_shown(measured, load)
         cells = [
             _cell("tokens", "Tokens", str(numbers.tokens)),
             _cell("tau", "τ this round", str(record.tau)),
@@ -81,22 +85,40 @@ def round_counters(rounds: Sequence[Round], ar_rounds: Sequence[Round] = (), mod
             _cell("measured", "Measured speed-up", shown.value, shown.note,
                   "Wall clock, measured in the original run on the machine it ran on: per round, τ × the median "
                   "AR step of this prompt there ÷ the round's time; the median over the rounds so far, with their "
-                  f"middle half (shown after {MIN_MEASURED_ROUNDS} rounds)"),
+                  f"middle half. Shown after {MIN_MEASURED_ROUNDS} rounds, and greyed when that machine was busy "
+                  "as the page showed it"),
         ]
         out.append({
             "tokens": numbers.tokens, "tau_round": numbers.tau_round, "tau_mean": numbers.tau_mean,
             "verified_round": numbers.verified_round, "verified_run": verified_run, "waste_round": waste_round,
             "waste_share": numbers.waste_share, "modelled": speedup,
             "measured": None if measured is None else [measured.median, measured.low, measured.high, measured.count],
-            "cells": cells, "speed_line": _speed_line(modelled, measured, shown, named)})
+            "machine_load": None if load is None else {"load": load.load, "cores": load.cores, "busy": load.busy},
+            "cells": cells, "speed_line": _speed_line(modelled, measured, shown, named, load)})
     return out
+
+
+def _load_words(load: Mapping | None) -> str:
+    """The machine load the measured counters were judged by, for the About list ("" when none was
+    passed: a saved run, or counters made without one)."""
+    if not load:
+        return ""
+    reading = f"load {load['load']:.1f} on {load['cores']} cores"
+    if load["busy"]:
+        return (f" The machine it ran on was busy when the file was made ({reading}), so, as on the page, every "
+                "measured speed-up is a dash, with its rough figure greyed beside it: measured times are slower and "
+                "noisier than on an idle machine. The modelled figures do not change.")
+    return f" The machine it ran on was not busy when the file was made ({reading})."
 
 
 def _cell(key: str, label: str, value: str, delta: str = "", help: str = "") -> dict:
     return {"key": key, "label": label, "value": value, "delta": delta, "help": help}
 
 
-def _speed_line(modelled: dict | None, measured, shown: MeasuredShown, named: str) -> str:
+def _speed_line(modelled: dict | None, measured, shown: MeasuredShown, named: str,
+                load: MachineLoad | None = None) -> str:
+    """The page's line under the counters, said of the original run: what `shown` (the page's
+    `measured_shown`) shows, in the past tense where the page says "this machine"."""
     if modelled is not None and not math.isnan(modelled["speedup"]):
         line = (f"Modelled {modelled['speedup']:.2f}× = τ {modelled['tau']:.2f} × AR step "
                 f"{1000 * modelled['ar_step_s']:.2f} ms ÷ round {1000 * modelled['round_s']:.2f} ms, on the {named}.")
@@ -105,11 +127,18 @@ def _speed_line(modelled: dict | None, measured, shown: MeasuredShown, named: st
     if measured is None:
         return line + " Measured: — (no AR run of this prompt was measured alongside; a saved run's times were " \
                       "measured where it ran)."
+    if not shown.shown and load is not None and load.busy and measured.count >= MIN_MEASURED_ROUNDS:
+        rounds = f"{measured.count} round{'s' if measured.count != 1 else ''}"
+        return (f"{line} Measured: {measured.text(2)} over {rounds}, greyed: the machine it ran on was "
+                f"{load.reason()}")
     if not shown.shown:
         return f"{line} {shown.sentence.replace('**', '')}"
-    return (line + f" Measured {measured.text(2)} (median over {measured.count} rounds, middle half in brackets) "
-            "against an AR run of this prompt, both measured in the original run on the machine it ran on, not on "
-            "this computer.")
+    line += (f" Measured {measured.text(2)} (median over {measured.count} rounds, middle half in brackets) "
+             "against an AR run of this prompt, both measured in the original run on the machine it ran on, not on "
+             "this computer.")
+    if measured.wide:
+        line += " The rounds' measured speed-ups spread widely: the machine it ran on may have been busy."
+    return line
 
 
 # ---------------------------------------------------------------------------- the figures
@@ -223,6 +252,7 @@ def lecture_html(rounds: Sequence[Round], prompt: str, config: Mapping, counters
                       "nothing." if measured else
                       "Measured speed-ups: none in this file (the run was a saved run viewed: its times were "
                       "measured where it ran, and no AR run was measured alongside).")
+    measured_words += _load_words(counters[0].get("machine_load") if measured else None)
     about = [("What", f"A Step-through run of TAPS Studio saved as one file: {len(rounds)} rounds, {tokens} tokens, "
                       "every round's draft tree and its six stages with the page's counters and narration. It "
                       "needs no server and no network."),
@@ -271,11 +301,13 @@ def _text_html(prompt: str, rounds: Sequence[Round]) -> str:
 
 # ---------------------------------------------------------------------------- from the Step page
 def controller_lecture(ctrl: StepController, pair_name: str, model_profile=None, short_name: str | None = None,
-                       look_for: str | None = None, **options) -> str:
+                       look_for: str | None = None, *, load: MachineLoad | None, **options) -> str:
     """The lecture file of the run a Step-through controller has on view: the rounds shown so far,
     opening at the round on view. A live run's AR baseline is first decoded up to the run's tokens
     (the controller's own `catch_up_later`, waited for), so the measured counters are those the page
-    shows once it has caught up."""
+    shows once it has caught up. `load`: the machine load the page judged its measured speed-up by
+    (`machine_load()` read where the page drew its counters), required so that the file says what
+    the page said: a dash and the greyed rough figure when busy; a saved run ignores it."""
     for _ in range(3):                      # a catch-up already under way may stop short of the run's end
         catching_up = ctrl.catch_up_later(delay_s=0.0)
         if catching_up is None:
@@ -285,7 +317,7 @@ def controller_lecture(ctrl: StepController, pair_name: str, model_profile=None,
         rounds, prompt, config, view = list(ctrl.visible), ctrl.prompt_text, ctrl.config, ctrl.view
         baseline = ctrl.baseline if ctrl.live else None
         ar_rounds = list(baseline.session.rounds) if baseline is not None and rounds else []
-    counters = round_counters(rounds, ar_rounds, model_profile, short_name)
+    counters = round_counters(rounds, ar_rounds, model_profile, short_name, load if baseline is not None else None)
     return lecture_html(rounds, prompt, config, counters, profile_label=profile_name(model_profile),
                         pair_name=pair_name, look_for=example_look_for(prompt) if look_for is None else look_for,
                         measured=bool(ar_rounds), start_round=min(max(view, 1), len(rounds)) if rounds else 1,
@@ -298,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..eval.prompts import example_by_id
     from .app_state import load_pair_from_source
     from .page_profile import page_profile
+    from .speed import machine_load
 
     parser = argparse.ArgumentParser(prog="python -m taps.studio.lecture_file", description=(
         "Decode a prompt as Step through does (its default settings, 64 new tokens) and write the run as one "
@@ -327,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(found.why_none)
         ctrl = StepController()
         ctrl.advance(pair, prompt, config, profile, args.rounds)
-        page = controller_lecture(ctrl, pair.name, profile)
+        page = controller_lecture(ctrl, pair.name, profile, load=machine_load())   # as a page would judge it now
     except (ValueError, RuntimeError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -451,7 +484,7 @@ button.primary:hover:not(:disabled) { color: #fff; background: #005a8c; }
 </div>
 <div id="keys-overlay" class="overlay" role="dialog" aria-label="Keyboard shortcuts"><div class="card">
   <div><b>Keys</b></div>%KEYS%<div class="hint">Esc or a click closes this. The address keeps the round and
-  view (#round=3&amp;view=pool), so a link to this file can open at a round.</div></div></div>
+  view (#round=3&amp;view=pool), so a link to this file can open at a round; editing it moves there.</div></div></div>
 <script id="lecture-data" type="application/json">%DATA%</script>
 <script>
 (function () {
@@ -549,20 +582,41 @@ button.primary:hover:not(:disabled) { color: #fff; background: #005a8c; }
     clearTimeout(S.timer);
     if (S.playing) S.timer = setTimeout(function () { act('tick'); }, S.pace * 1000);
     window.tapsLecture.state = { round: r.number, view: S.view, stage: onStage ? DATA.stages[stage].id : null,
-                                 playing: S.playing, rounds: N };
+                                 playing: S.playing, rounds: N, notice: S.notice };
   }
 
+  // the address's #round=N&view=V, read on opening and whenever it changes (a link followed, the
+  // address edited): a round outside 1..N opens the nearest one, and the notice says so
   function fromAddress() {
-    var params = {};
+    var params = {}, notes = [];
     location.hash.replace(/^#/, '').split('&').forEach(function (part) {
       var kv = part.split('=');
-      if (kv.length === 2) params[decodeURIComponent(kv[0])] = decodeURIComponent(kv[1]);
+      if (kv.length === 2) {
+        try { params[decodeURIComponent(kv[0])] = decodeURIComponent(kv[1]); } catch (e) { /* kept as it is */ }
+      }
     });
-    var number = parseInt(params.round, 10);
-    if (number >= 1 && number <= N) S.round = number - 1;
+    if (params.round !== undefined) {
+      var asked = params.round.trim();
+      if (!/^[-+]?\\d+$/.test(asked)) {
+        notes.push('The address asks for round “' + asked + '”, which is not a round number: showing round ' +
+                   (S.round + 1) + '.');
+      } else {
+        var number = parseInt(asked, 10), kept = Math.min(Math.max(number, 1), N);
+        if (kept !== number) {
+          notes.push('The address asks for round ' + number + ', but this file holds rounds 1 to ' + N +
+                     ': showing round ' + kept + '.');
+        }
+        S.round = kept - 1;
+      }
+    }
     var stage = DATA.stages.map(function (s) { return s.id; }).indexOf(params.view);
     if (stage >= 0) { S.view = 'stage'; S.stage = stage; S.stageRound = S.round; }
     else if (params.view === 'tree') { S.view = 'tree'; }
+    else if (params.view !== undefined) {
+      notes.push('The address asks for view “' + params.view + '”, which this file does not know: it shows tree ' +
+                 'or a stage (' + DATA.stages.map(function (s) { return s.id; }).join(', ') + ').');
+    }
+    S.notice = notes.join(' ');
   }
 
   function toggle(id, show) {
@@ -612,6 +666,9 @@ button.primary:hover:not(:disabled) { color: #fff; background: #005a8c; }
   });
   $('pace').addEventListener('change', function (ev) { S.pace = Number(ev.target.value); ev.target.blur(); render(); });
   $('slider').addEventListener('input', function (ev) { S.round = Number(ev.target.value) - 1; render(); });
+  // the page rewrites the address itself with replaceState, which fires no hashchange: this is a
+  // change from outside (a link to another round followed, #round= edited), so it stops autoplay
+  window.addEventListener('hashchange', function () { S.playing = false; fromAddress(); render(); });
   window.tapsLecture = { state: {}, act: act };
   fromAddress();
   render();

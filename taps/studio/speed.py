@@ -88,10 +88,13 @@ class MachineLoad:
         return self.load / max(self.cores, 1) > BUSY_LOAD
 
     def note(self) -> str:
-        if not self.busy:
-            return ""
-        return (f"This machine is busy (load {self.load:.1f} on {self.cores} cores): measured times are slower and "
-                "noisier than on an idle machine. The modelled figures do not change.")
+        return f"This machine is {self.reason()}" if self.busy else ""
+
+    def reason(self) -> str:
+        """Why measured times are greyed, after "This machine is" (the page) or "The machine it ran on
+        was" (the lecture file, read later elsewhere)."""
+        return (f"busy (load {self.load:.1f} on {self.cores} cores): measured times are slower and noisier than on "
+                "an idle machine. The modelled figures do not change.")
 
 
 def machine_load() -> MachineLoad:

@@ -433,9 +433,10 @@ def views(record) -> None:
         if tabs[0].open is not False:
             if not compact:
                 tree_options()
-            figure = figures.round_tree_figure(record, state["step_color_by"], int(state["step_pool_shown"]),
-                                               ui.tree_plot(), shown_prompt, run_config)
-            ui.chart(figure, "step_tree_chart")
+            color_by, pool_shown, plot = state["step_color_by"], int(state["step_pool_shown"]), ui.tree_plot()
+            ui.round_chart(record, ("tree", color_by, pool_shown, plot, shown_prompt, run_config),
+                           lambda: figures.round_tree_figure(record, color_by, pool_shown, plot, shown_prompt,
+                                                             run_config), "step_tree_chart")
             if below:                       # under the tree: the window is the tree's
                 tree_options()
             if not on_stage:
@@ -454,8 +455,10 @@ def views(record) -> None:
                 state.setdefault("step_default_stage", STAGES[0])
                 row.selectbox("A new round opens at", STAGES, key="step_default_stage", width=190,
                               format_func=STAGE_TITLES.get)
-            ui.chart(figures.lesson_figure(record, stage, state["step_color_by"], int(state["step_pool_shown"]),
-                                           ui.tree_plot(reserve=64), shown_prompt, run_config), "step_lesson_chart")
+            color_by, pool_shown, plot = state["step_color_by"], int(state["step_pool_shown"]), ui.tree_plot(reserve=64)
+            ui.round_chart(record, ("lesson", stage, color_by, pool_shown, plot, shown_prompt, run_config),
+                           lambda: figures.lesson_figure(record, stage, color_by, pool_shown, plot, shown_prompt,
+                                                         run_config), "step_lesson_chart")
             if stage == "select" and ctrl.profile is not None and run_uses_profile(record.selector, run_config):
                 ui.chart(figures.size_curve_figure(record, ctrl.profile), "step_size_chart",
                          config={"displayModeBar": False})

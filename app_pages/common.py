@@ -248,6 +248,19 @@ def dark_theme() -> bool:
         return False
 
 
+def round_chart(record, view: tuple, build, key: str, **options) -> None:
+    """A figure of a round, built once for every page that shows this round at this view (a class
+    on one link: `taps.studio.drawn`) and in this page's theme; `view` holds everything the figure
+    depends on besides the round, `build()` makes it."""
+    from taps.studio.drawn import drawn_figures, figure_key
+    from taps.studio.figures import PLOT_CONFIG
+    from taps.studio.figures.style import apply_theme
+
+    dark = dark_theme()
+    figure = drawn_figures().get(record, figure_key(*view, dark), lambda: apply_theme(build(), dark))
+    st.plotly_chart(figure, key=key, theme=None, config=options.pop("config", PLOT_CONFIG), **options)
+
+
 def chart(fig, key: str, **options) -> None:
     from taps.studio.figures import PLOT_CONFIG
     from taps.studio.figures.style import apply_theme

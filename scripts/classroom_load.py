@@ -108,6 +108,57 @@ def app_server(pair: str, cache: Path, log: Path):
                 process.kill()
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system, seconds) a process has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def sampled(pid: int, out: Path | None):
+    """py-spy sampling every thread of the server while the Steps run, as collapsed stacks in `out`
+    (nothing when `out` is None)."""
+    if out is None:
+        yield
+        return
+    spy = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--rate", "200", "--format", "raw", "--nonblocking",
+                            "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    try:
+        yield
+    finally:
+        spy.send_signal(2)
+        spy.wait(timeout=60)
+
+
+def top_functions(stacks: Path, count: int = 25) -> str:
+    """The functions where the sampled server spent its time (own and inclusive share of samples),
+    from py-spy's collapsed stacks; idle waits left out."""
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    idle = ("wait (threading.py", "select (selectors.py", "_worker (concurrent", "get (queue.py", "run_forever",
+            "_run_once (asyncio", "epoll", "sleep")
+    for line in stacks.read_text().splitlines():
+        frames, _, n = line.rpartition(" ")
+        if not frames or not n.isdigit():
+            continue
+        parts = [re.sub(r":\d+\)$", ")", part) for part in frames.split(";")]
+        if any(part.startswith(idle) for part in parts[-1:]):
+            continue
+        total += int(n)
+        own[parts[-1]] = own.get(parts[-1], 0) + int(n)
+        for part in set(parts):
+            inclusive[part] = inclusive.get(part, 0) + int(n)
+
+    def rows(table: dict[str, int]) -> str:
+        ranked = sorted(table.items(), key=lambda kv: -kv[1])[:count]
+        return "".join(f"| {100 * n / max(total, 1):.1f}% | `{name[:110]}` |\n" for name, n in ranked)
+
+    return (f"{total} busy samples\n\nInclusive (the function or what it called):\n\n| share | function |\n|---:|---|\n"
+            + rows(inclusive) + "\nOwn (the function itself):\n\n| share | function |\n|---:|---|\n" + rows(own))
+
+
 class PeakRss:
     """The peak resident memory of a process (and its children), sampled every 0.2 s."""
 
@@ -180,7 +231,8 @@ def solo_rounds(pages: list[tuple[str, dict]], steps: int) -> dict[str, list[tup
     return out
 
 
-def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, expected: dict, folder: Path) -> dict:
+def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, expected: dict, folder: Path,
+             profile: Path | None = None) -> dict:
     pages_of = links(mode, count)
     cache = folder / f"cache-{count}-{mode}-{pace}"
     cache.mkdir(parents=True)
@@ -188,19 +240,27 @@ def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, e
     with app_server(pair, cache, log) as (url, process):
         rss = PeakRss(process.pid)
         contexts, pages = [], []
+        opened = time.time()
         for query, _ in pages_of:
             context = browser.new_context(viewport={"width": 1280, "height": 720})
             context.add_init_script(WATCH)
             page = context.new_page()
             page.set_default_timeout(300_000)
-            page.goto(f"{url}/Step_through?{query}")
+            page.goto(f"{url}/Step_through?{query}", wait_until="commit")
             contexts.append(context)
             pages.append(page)
+        opens = []
         for page in pages:
             page.get_by_role("button", name="Step", exact=True).wait_for()
+            opens.append(time.time() - opened)
         time.sleep(2.0)
-        latencies, errors, differ = [], 0, 0
+        for page in pages:
+            page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for()
+        latencies, errors, differ, page_steps = [], 0, 0, 0
         rng = random.Random(count * 7 + steps)
+        cpu_before = cpu_seconds(process.pid)
+        spy = sampled(process.pid, profile)
+        spy.__enter__()
         for number in range(1, steps + 1):
             now = int(pages[0].evaluate("Date.now()"))
             for page in pages:
@@ -219,6 +279,12 @@ def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, e
                 errors += bool(shown["errors"] or shown["cannot"])
                 want = expected[query][number - 1] if number <= len(expected[query]) else None
                 differ += want is not None and (shown["tokens"], shown["tau"]) != want
+                page_steps += 1
+        time.sleep(1.0)                           # reruns a Step set off (the size report, the run text) end
+        for page in pages:
+            page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for()
+        cpu = cpu_seconds(process.pid) - cpu_before
+        spy.__exit__(None, None, None)
         peak = rss.stop()
         for context in contexts:
             context.close()
@@ -227,16 +293,20 @@ def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, e
     p95 = latencies[min(len(latencies) - 1, int(round(0.95 * (len(latencies) - 1))))]
     return {"pages": count, "mode": mode, "pace": pace, "steps": steps, "latency_median_s": statistics.median(latencies),
             "latency_p95_s": p95, "latency_max_s": latencies[-1], "pages_with_errors": errors, "rounds_differing": differ,
-            "peak_rss_mb": peak / 2**20, "runs_opened": len(re.findall(r"link \w+: opened", text)),
+            "peak_rss_mb": peak / 2**20, "server_cpu_per_page_step_s": cpu / max(page_steps, 1),
+            "open_median_s": statistics.median(opens), "open_max_s": max(opens), "runs_opened": len(re.findall(r"link \w+: opened", text)),
             "rounds_decoded": len(re.findall(r"link \w+: decoded round", text))}
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| pages | link | Steps | latency median / p95 / max (s) | pages with errors | rounds differing | "
-            "runs opened | rounds decoded | peak RSS (MB) |\n|---:|---|---|---|---:|---:|---:|---:|---:|\n")
+    head = ("| pages | link | Steps | open median / max (s) | latency median / p95 / max (s) | server CPU per "
+            "page-Step (s) | pages with errors | rounds differing | runs opened | rounds decoded | peak RSS (MB) |\n"
+            "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|\n")
     return head + "".join(
         f"| {r['pages']} | {'one link' if r['mode'] == 'link' else 'distinct prompts'} | {r['steps']} x {r['pace']} | "
-        f"{r['latency_median_s']:.2f} / {r['latency_p95_s']:.2f} / {r['latency_max_s']:.2f} | {r['pages_with_errors']} | "
+        f"{r['open_median_s']:.1f} / {r['open_max_s']:.1f} | "
+        f"{r['latency_median_s']:.2f} / {r['latency_p95_s']:.2f} / {r['latency_max_s']:.2f} | "
+        f"{r['server_cpu_per_page_step_s']:.3f} | {r['pages_with_errors']} | "
         f"{r['rounds_differing']} | {r['runs_opened']} | {r['rounds_decoded']} | {r['peak_rss_mb']:.0f} |\n"
         for r in rows)
 
@@ -249,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3, help="Steps each page presses")
     parser.add_argument("--pair", default="", help="pair folder (default: the shipped pair)")
     parser.add_argument("--out", help="folder for summary.md and rows.json (default: print only)")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the server's threads with py-spy while the Steps run and print where its time went")
+    parser.add_argument("--stacks", help="with --profile: keep py-spy's collapsed stacks in this folder")
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.pages.split(",") if x.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -264,9 +337,13 @@ def main(argv: list[str] | None = None) -> int:
         for count in counts:
             for mode in modes:
                 for pace in paces:
-                    row = scenario(browser, args.pair, count, mode, pace, args.steps, expected, Path(tmp))
+                    stacks = Path(args.stacks or tmp) / f"stacks-{count}-{mode}-{pace}.txt" if args.profile else None
+                    row = scenario(browser, args.pair, count, mode, pace, args.steps, expected, Path(tmp), stacks)
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
+                    if stacks is not None and stacks.exists():
+                        print(f"## Where the server's time went: {count} pages, {mode}, {pace}\n\n"
+                              + top_functions(stacks), flush=True)
         browser.close()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     report = (f"# Classroom load ({started}, {os.cpu_count()} CPUs)\n\n`python scripts/classroom_load.py "

@@ -14,9 +14,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import streamlit as st  # noqa: E402
 
-from app_pages import common as ui  # noqa: E402
+from app_pages import warmup  # noqa: E402  (light: draws before the engine is imported)
 
 st.set_page_config(page_title="TAPS Studio", page_icon="🌳", layout="wide")
+warmup.wait_for_engine()      # the first pages after a start say what they wait for (app_pages/warmup.py)
+
+from app_pages import common as ui  # noqa: E402
+
 PAGES = [
     st.Page("app_pages/0_Home.py", title="Home", icon=":material/home:", default=True),
     st.Page("app_pages/1_Step_through.py", title="Step through", icon=":material/account_tree:"),

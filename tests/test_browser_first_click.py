@@ -91,3 +91,25 @@ def test_home_says_what_the_profile_is_for_and_fits_presenter_mode(shipped_serve
     if os.environ.get("TAPS_SCREENSHOT_DIR"):
         page.screenshot(path=os.path.join(os.environ["TAPS_SCREENSHOT_DIR"], "home-presenter-1280x720.png"))
     page.close()
+
+
+def test_the_first_pages_after_a_start_say_what_they_wait_for(tmp_path, browser):
+    """A fresh server: the first page says at once that the engine is loading (not grey boxes),
+    and four pages opening one link at that moment all draw the Step page with no error."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    with streamlit_server("", cache, tmp_path / "server.log") as url:
+        pages = []
+        for _ in range(4):
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            page.set_default_timeout(90_000)
+            page.goto(f"{url}/Step_through?example=merge", wait_until="commit")
+            pages.append(page)
+        pages[0].get_by_text("Starting TAPS Studio").wait_for()
+        assert "loading the" in page_text(pages[0])
+        for page in pages:
+            page.get_by_role("button", name="Step", exact=True).wait_for()
+            settled(page)
+            assert "Starting TAPS Studio" not in page_text(page)
+            assert page.locator('[data-testid="stException"]').count() == 0
+            page.close()

@@ -159,21 +159,68 @@ def top_functions(stacks: Path, count: int = 25) -> str:
             + rows(inclusive) + "\nOwn (the function itself):\n\n| share | function |\n|---:|---|\n" + rows(own))
 
 
-class PeakRss:
-    """The peak resident memory of a process (and its children), sampled every 0.2 s."""
+@contextmanager
+def class_server(pair: str, cache: Path, folder: Path, replicas: int):
+    """scripts/serve_class.py's server (`replicas` processes behind nginx) on free loopback ports,
+    with a lecturer password of its own; yields (url, the processes' pids, their logs)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from serve_class import ClassServer
 
-    def __init__(self, pid: int):
-        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+    secrets_file = folder / "secrets.toml"
+    secrets_file.write_text('lecturer_password = "classroom-load"\n')
+    port = free_port()
+    while any(not _port_free(port + n) for n in range(replicas + 1)):
+        port = free_port()
+    logs = folder / f"logs-{port}"
+    logs.mkdir()
+    server = ClassServer(replicas, port, "127.0.0.1", pair or None, str(cache), logs, secrets_file)
+    try:
+        url = server.start()
+        yield url, server.pids(), [logs / f"app-{port + 1 + n}.log" for n in range(replicas)]
+    finally:
+        server.stop()
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+@contextmanager
+def served(pair: str, cache: Path, folder: Path, tag: str, replicas: int):
+    """One app process (`replicas` 1: `streamlit run app.py`) or the class server; yields (url,
+    pids, logs)."""
+    if replicas <= 1:
+        log = folder / f"server-{tag}.log"
+        with app_server(pair, cache, log) as (url, process):
+            yield url, [process.pid], [log]
+    else:
+        with class_server(pair, cache, folder, replicas) as found:
+            yield found
+
+
+class PeakRss:
+    """The peak resident memory of processes (and their children) together, sampled every 0.2 s."""
+
+    def __init__(self, pids: list[int]):
+        self.pids, self.peak, self._stop = pids, 0, threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
 
     def _rss(self) -> int:
-        try:
-            out = subprocess.run(["ps", "-o", "rss=", "--ppid", str(self.pid), "-p", str(self.pid)],
-                                 capture_output=True, text=True).stdout
-            return sum(int(x) for x in out.split()) * 1024
-        except (OSError, ValueError):
-            return 0
+        total = 0
+        for pid in self.pids:
+            try:
+                out = subprocess.run(["ps", "-o", "rss=", "--ppid", str(pid), "-p", str(pid)],
+                                     capture_output=True, text=True).stdout
+                total += sum(int(x) for x in out.split()) * 1024
+            except (OSError, ValueError):
+                pass
+        return total
 
     def _sample(self) -> None:
         while not self._stop.wait(0.2):
@@ -232,13 +279,13 @@ def solo_rounds(pages: list[tuple[str, dict]], steps: int) -> dict[str, list[tup
 
 
 def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, expected: dict, folder: Path,
-             profile: Path | None = None) -> dict:
+             profile: Path | None = None, replicas: int = 1) -> dict:
     pages_of = links(mode, count)
-    cache = folder / f"cache-{count}-{mode}-{pace}"
+    tag = f"{count}-{mode}-{pace}-{replicas}"
+    cache = folder / f"cache-{tag}"
     cache.mkdir(parents=True)
-    log = folder / f"server-{count}-{mode}-{pace}.log"
-    with app_server(pair, cache, log) as (url, process):
-        rss = PeakRss(process.pid)
+    with served(pair, cache, folder, tag, replicas) as (url, pids, logs):
+        rss = PeakRss(pids)
         contexts, pages = [], []
         opened = time.time()
         for query, _ in pages_of:
@@ -258,8 +305,8 @@ def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, e
             page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for()
         latencies, errors, differ, page_steps = [], 0, 0, 0
         rng = random.Random(count * 7 + steps)
-        cpu_before = cpu_seconds(process.pid)
-        spy = sampled(process.pid, profile)
+        cpu_before = sum(cpu_seconds(pid) for pid in pids)
+        spy = sampled(pids[0], profile)
         spy.__enter__()
         for number in range(1, steps + 1):
             now = int(pages[0].evaluate("Date.now()"))
@@ -283,15 +330,15 @@ def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, e
         time.sleep(1.0)                           # reruns a Step set off (the size report, the run text) end
         for page in pages:
             page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for()
-        cpu = cpu_seconds(process.pid) - cpu_before
+        cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
         spy.__exit__(None, None, None)
         peak = rss.stop()
         for context in contexts:
             context.close()
-    text = log.read_text()
+        text = "".join(log.read_text() for log in logs)
     latencies.sort()
     p95 = latencies[min(len(latencies) - 1, int(round(0.95 * (len(latencies) - 1))))]
-    return {"pages": count, "mode": mode, "pace": pace, "steps": steps, "latency_median_s": statistics.median(latencies),
+    return {"pages": count, "replicas": replicas, "mode": mode, "pace": pace, "steps": steps, "latency_median_s": statistics.median(latencies),
             "latency_p95_s": p95, "latency_max_s": latencies[-1], "pages_with_errors": errors, "rounds_differing": differ,
             "peak_rss_mb": peak / 2**20, "server_cpu_per_page_step_s": cpu / max(page_steps, 1),
             "open_median_s": statistics.median(opens), "open_max_s": max(opens), "runs_opened": len(re.findall(r"link \w+: opened", text)),
@@ -299,11 +346,11 @@ def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, e
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| pages | link | Steps | open median / max (s) | latency median / p95 / max (s) | server CPU per "
+    head = ("| pages | replicas | link | Steps | open median / max (s) | latency median / p95 / max (s) | server CPU per "
             "page-Step (s) | pages with errors | rounds differing | runs opened | rounds decoded | peak RSS (MB) |\n"
-            "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+            "|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|\n")
     return head + "".join(
-        f"| {r['pages']} | {'one link' if r['mode'] == 'link' else 'distinct prompts'} | {r['steps']} x {r['pace']} | "
+        f"| {r['pages']} | {r.get('replicas', 1)} | {'one link' if r['mode'] == 'link' else 'distinct prompts'} | {r['steps']} x {r['pace']} | "
         f"{r['open_median_s']:.1f} / {r['open_max_s']:.1f} | "
         f"{r['latency_median_s']:.2f} / {r['latency_p95_s']:.2f} / {r['latency_max_s']:.2f} | "
         f"{r['server_cpu_per_page_step_s']:.3f} | {r['pages_with_errors']} | "
@@ -318,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paces", default="together,random", help="together and/or random (0-3 s apart)")
     parser.add_argument("--steps", type=int, default=3, help="Steps each page presses")
     parser.add_argument("--pair", default="", help="pair folder (default: the shipped pair)")
+    parser.add_argument("--replicas", default="1",
+                        help="1 (one `streamlit run app.py`) and/or K (scripts/serve_class.py: K processes behind "
+                             "nginx), comma-separated")
     parser.add_argument("--out", help="folder for summary.md and rows.json (default: print only)")
     parser.add_argument("--profile", action="store_true",
                         help="sample the server's threads with py-spy while the Steps run and print where its time went")
@@ -326,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = [int(x) for x in args.pages.split(",") if x.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     paces = [p.strip() for p in args.paces.split(",") if p.strip()]
+    replica_counts = [int(r) for r in args.replicas.split(",") if r.strip()]
     if set(modes) - {"link", "prompts"} or set(paces) - {"together", "random"} or args.steps < 1:
         parser.error("modes are link and prompts, paces together and random, and --steps at least 1")
     from playwright.sync_api import sync_playwright
@@ -336,9 +387,10 @@ def main(argv: list[str] | None = None) -> int:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         for count in counts:
             for mode in modes:
-                for pace in paces:
+                for pace, replicas in [(p, r) for p in paces for r in replica_counts]:
                     stacks = Path(args.stacks or tmp) / f"stacks-{count}-{mode}-{pace}.txt" if args.profile else None
-                    row = scenario(browser, args.pair, count, mode, pace, args.steps, expected, Path(tmp), stacks)
+                    row = scenario(browser, args.pair, count, mode, pace, args.steps, expected, Path(tmp), stacks,
+                                   replicas)
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
                     if stacks is not None and stacks.exists():
@@ -347,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
         browser.close()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     report = (f"# Classroom load ({started}, {os.cpu_count()} CPUs)\n\n`python scripts/classroom_load.py "
-              f"--pages {args.pages} --modes {args.modes} --paces {args.paces} --steps {args.steps}`\n\n" + table(rows))
+              f"--pages {args.pages} --modes {args.modes} --paces {args.paces} --steps {args.steps} "
+              f"--replicas {args.replicas}`\n\n" + table(rows))
     print(report)
     if args.out:
         out = Path(args.out)

@@ -265,6 +265,19 @@ def act(name: str) -> str:
     return ""
 
 
+def say(message, notice: str) -> None:
+    """A move's notice: on a page laid out for one screen, a line in the buttons' row with what the
+    next Step does (`run_panel_locked`), the run's end said once; otherwise an info box under them,
+    without the end-of-run sentence the caption under it says anyway."""
+    if compact:
+        state.setdefault("_step_notices", []).append(notice)
+        return
+    if ctrl.finished:
+        notice = notice.replace(ctrl.stop_text(), "").strip()
+    if notice:
+        message.info(notice)
+
+
 def waiting():
     """What a move that may decode tells the page while its job waits for the decode service (the
     queue slot drawn under the buttons; nothing when there is none)."""
@@ -290,12 +303,12 @@ def lecture_row(message, row) -> bool:
         moved = True
         state["step_moves"] = state.get("step_moves", 0) + 1      # tells the keys' component its move was made
         if notice:
-            message.info(notice)
+            say(message, notice)
     if state.get("step_playing"):
         if ctrl.finished and ctrl.view >= len(ctrl.visible) and (not on_stage_tab() or
                                                                   stage_for_view() == len(STAGES) - 1):
             state["step_playing"] = False
-            message.info(f"Autoplay stopped at the end of the run. {ctrl.stop_text()}")
+            say(message, "Autoplay stopped at the end of the run.")
         else:
             ctrl.decode_ahead(2)                # the next rounds decode while this one is on show
     playing = bool(state.get("step_playing"))
@@ -318,7 +331,11 @@ def lecture_row(message, row) -> bool:
     return moved
 
 
+NOTE_PX = 46                   # one caption line under the buttons and the gap after it (compact layouts)
+
+
 def run_panel_locked() -> None:
+    state["_step_note_shown"] = False
     row = st.container(horizontal=True, vertical_alignment="bottom", gap="small", key="step_buttons")
     do_step = ui.action_button(row, "Step", key="step_btn_step", type="primary", width="content")
     do_ten = ui.action_button(row, "Run 10", key="step_btn_run10", width="content")
@@ -348,7 +365,7 @@ def run_panel_locked() -> None:
                     notice = ctrl.advance(pair, prompt, config, profile, 1 if do_step else 10 if do_ten else None,
                                           on_round=tick, on_wait=waiting())
                     if notice:
-                        message.info(notice)
+                        say(message, notice)
             except (ValueError, RuntimeError) as exc:
                 message.error(f"Cannot run: {exc}")
             if bar is not None:
@@ -360,11 +377,15 @@ def run_panel_locked() -> None:
         st.info(f"Viewing a saved run ({len(rounds)} rounds, pair {ctrl.saved.pair_name}). Its timings were "
                 f"measured where it ran. {ctrl.what_next_step_does(pair, prompt, config, profile)}")
     else:
-        ahead = ctrl.what_next_step_does(pair, prompt, config, profile)
-        if ahead:
+        ahead = ctrl.what_next_step_does(pair, prompt, config, profile) or (ctrl.finished and ctrl.stop_text()) or ""
+        stop = ctrl.stop_text() if ctrl.finished else ""
+        said = [n.replace(stop, "").strip() if stop else n for n in state.pop("_step_notices", [])]
+        text = " ".join(dict.fromkeys(part for part in [*said, ahead] if part))
+        if text and compact:         # one line, whose room the tree's figure leaves (NOTE_PX): a box and a line
+            message.caption(text)    # below it pushed the tree's axis off a 1280x720 window
+            state["_step_note_shown"] = True
+        elif ahead:
             st.caption(ahead)
-        elif ctrl.finished:
-            st.caption(ctrl.stop_text())
     if not rounds:
         st.info("Press **Step** (or →) to run the first round; **?** lists the keys.")
         return
@@ -421,6 +442,11 @@ def tree_options() -> None:
                          on_change=remember, args=("step_pool_shown",))
 
 
+def note_px() -> int:
+    """The room a compact page's note line (what the next Step does, the run's end) takes above the figures."""
+    return NOTE_PX if compact and state.get("_step_note_shown") else 0
+
+
 def views(record) -> None:
     tabs = st.tabs(list(lecture.TAB_LABELS), key="step_tab", on_change="rerun")
     remembered("step_color_by", "reach")
@@ -433,7 +459,8 @@ def views(record) -> None:
         if tabs[0].open is not False:
             if not compact:
                 tree_options()
-            color_by, pool_shown, plot = state["step_color_by"], int(state["step_pool_shown"]), ui.tree_plot()
+            color_by, pool_shown, plot = state["step_color_by"], int(state["step_pool_shown"]), ui.tree_plot(
+                reserve=note_px())
             ui.round_chart(record, ("tree", color_by, pool_shown, plot, shown_prompt, run_config),
                            lambda: figures.round_tree_figure(record, color_by, pool_shown, plot, shown_prompt,
                                                              run_config), "step_tree_chart")
@@ -455,7 +482,8 @@ def views(record) -> None:
                 state.setdefault("step_default_stage", STAGES[0])
                 row.selectbox("A new round opens at", STAGES, key="step_default_stage", width=190,
                               format_func=STAGE_TITLES.get)
-            color_by, pool_shown, plot = state["step_color_by"], int(state["step_pool_shown"]), ui.tree_plot(reserve=64)
+            color_by, pool_shown = state["step_color_by"], int(state["step_pool_shown"])
+            plot = ui.tree_plot(reserve=64 + note_px())
             ui.round_chart(record, ("lesson", stage, color_by, pool_shown, plot, shown_prompt, run_config),
                            lambda: figures.lesson_figure(record, stage, color_by, pool_shown, plot, shown_prompt,
                                                          run_config), "step_lesson_chart")
@@ -478,8 +506,9 @@ def views(record) -> None:
             except ValueError as exc:
                 st.error(str(exc))
             else:
-                ui.chart(figures.ranking_comparison_figure(record, int(compare_at), plot=ui.tree_plot(reserve=72),
-                                                           prompt=shown_prompt), "step_compare_chart")
+                plot = ui.tree_plot(reserve=72 + note_px())
+                ui.chart(figures.ranking_comparison_figure(record, int(compare_at), plot=plot, prompt=shown_prompt),
+                         "step_compare_chart")
                 st.caption("Look for: diamonds (only the marginal product keeps them) sitting under an early "
                            "off-mode choice, and squares (only reach keeps them) along the target's path. Verdicts "
                            "come from hindsight: what the target chose this round.")

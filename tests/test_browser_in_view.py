@@ -69,3 +69,55 @@ def test_controls_counters_and_tree_stay_in_view(server, browser, size, presente
     idle(page)
     assert_in_view(page, "after 4 autoplay rounds")
     page.close()
+
+
+COMPACT_DRAWN = """() => { const h = document.querySelector('header[data-testid="stHeader"]');
+                             return !h || getComputedStyle(h).display === 'none'; }"""
+AXIS_IN_VIEW = """() => {
+  const chart = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+      .find(c => (c.querySelector('.gtitle') || {}).textContent?.includes('Round'));
+  const axis = chart && chart.querySelector('.xtitle');
+  const r = axis ? axis.getBoundingClientRect() : null;
+  return r ? r.bottom <= window.innerHeight + 1 : null;
+}"""
+
+
+@pytest.mark.parametrize("presenter", [False, True], ids=["default", "presenter"])
+def test_the_last_round_fits_a_projector_after_run_to_end_and_autoplay(server, browser, presenter):  # noqa: F811
+    """At 1280x720, the last round of a finished run (Run to end; then space, which stops autoplay at
+    the end and says so; then the last round opened from its link): the Step button, the counters
+    and the whole tree, its depth axis's title included, inside the window. The end-of-run note
+    shares the buttons' row instead of pushing the tree down (issue 51, point 1)."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.set_default_timeout(90_000)
+    query = {"prompt": LONG_RUN, "max_new_tokens": "24", **({"presenter": "1"} if presenter else {})}
+    page.goto(f"{server}/Step_through?{urlencode(query)}")
+    page.get_by_role("button", name="Run to end", exact=True).wait_for()
+    page.wait_for_function("() => (window.__tapsLecture || {}).gen >= 1")
+    settled(page)
+    page.get_by_role("button", name="Run to end", exact=True).click()
+    expect(page.get_by_text("Finished after")).to_be_visible()
+    settled(page)
+    assert_in_view(page, "after Run to end")
+    assert page.evaluate(AXIS_IN_VIEW), "the depth axis's title is below the window after Run to end"
+    last = title(page).text_content().split("Round ")[1].split(" ")[0]
+    unfocus(page)
+    press(page, " ")
+    expect(page.get_by_text("Autoplay stopped at the end of the run")).to_be_visible()
+    settled(page)
+    assert_in_view(page, "after autoplay stopped at the end")
+    assert page.evaluate(AXIS_IN_VIEW), "the depth axis's title is below the window after autoplay stopped"
+    link = page.url
+    assert f"round={last}" in link
+    page.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.set_default_timeout(90_000)
+    page.goto(link)
+    expect(title(page)).to_contain_text(f"Round {last} ·")
+    page.wait_for_function(COMPACT_DRAWN)          # the browser's size report has laid the page out for 720 px
+    settled(page)
+    assert_in_view(page, "the last round opened from its link")
+    assert page.evaluate(AXIS_IN_VIEW), "the depth axis's title is below the window on the last round's link"
+    page.close()

@@ -17,7 +17,7 @@ from taps.studio.app_state import profile_needed, rounds_table
 from taps.studio.export import ExportError
 from taps.studio.lesson import STAGE_TITLES, prompt_excerpt, run_uses_profile
 from taps.studio.link import page_defaults
-from taps.studio.speed import MIN_MEASURED_ROUNDS, machine_load, measured_shown, profile_name
+from taps.studio.speed import MIN_MEASURED_ROUNDS, ar_progress_note, machine_load, measured_shown, profile_name
 from taps.studio.stepper import StepController, saved_config
 
 pair = ui.current_pair()
@@ -193,6 +193,8 @@ def counters(record, numbers) -> str:
         lines.append(shown_measured.sentence)
         if shown_measured.shown and measured.wide:
             lines.append("The rounds' measured speed-ups spread widely: the machine may be busy.")
+        if shown_measured.shown:
+            lines.append(ar_progress_note(speed))
     elif not ctrl.live:
         lines.append("**Measured**: — for a saved run (its times were measured where it ran).")
     return " ".join(lines)
@@ -387,7 +389,8 @@ def run_panel_locked() -> None:
         elif ahead:
             st.caption(ahead)
     if not rounds:
-        st.info("Press **Step** (or →) to run the first round; **?** lists the keys.")
+        if not problem:                     # beside "Cannot run these settings", "Press Step" would mislead
+            st.info("Press **Step** (or →) to run the first round; **?** lists the keys.")
         return
     if len(rounds) > 1:
         # keyed by the view's version: after a step or a pick the slider is a new one at that round
@@ -468,7 +471,9 @@ def views(record) -> None:
                 tree_options()
             if not on_stage:
                 st.caption("Look for: the thick path is what the target accepted; diamonds are siblings it rejected; "
-                           "crosses on dotted edges sat under a rejected prefix and could never be accepted.")
+                           "crosses on dotted edges sat under a rejected prefix and could never be accepted. A token "
+                           "cut short to fit its column ends in “…”: hover its node for the whole token (presenter "
+                           "mode's S gives labels more room).")
     with tabs[1]:
         if tabs[1].open:
             stage = STAGES[stage_for_view()]

@@ -614,3 +614,13 @@ def test_the_race_replay_buttons_wait_for_a_race():
     at.button(key="race_end").click().run()
     assert not at.exception
     assert all(not at.button(key=key).disabled for key in ("race_step", "race_restart", "race_end"))
+
+
+def test_no_press_step_hint_beside_cannot_run():
+    """A fresh page with settings that cannot run says why, and not "Press Step" beside it (issue 51
+    point 6); with good settings the hint is there."""
+    at = open_page(STEP)
+    assert any("Press **Step**" in i.value for i in at.info)
+    at.number_input(key="step_budget").set_value(0).run()
+    assert "budget must be from 1 to 1024" in errors(at)
+    assert not any("Press **Step**" in i.value for i in at.info)

@@ -133,3 +133,19 @@ def test_a_measured_speed_up_is_shown_only_where_it_means_something():
     assert not greyed.shown and greyed.value == "—" and greyed.note == "1.90× rough: machine busy"
     assert "busy (load 3.5 on 2 cores)" in greyed.sentence
     assert measured_shown(enough).shown                          # a saved run: no load to judge, enough rounds
+
+
+def test_a_measured_figure_says_when_its_ar_baseline_is_still_being_timed():
+    """Two pages on one shared round read 2.32x and 2.41x (issue 51 point 6): the AR steps behind
+    the figure are timed in the background after a page draws. The caption says so until they all are."""
+    from types import SimpleNamespace
+
+    from taps.studio.speed import ar_progress_note, step_speed
+
+    rounds = [SimpleNamespace(tau=3, time_s=0.01, verified_nodes=8, selector="taps", estimator="online")] * 6
+    ar = [SimpleNamespace(time_s=0.004)] * 8
+    partial = step_speed(rounds, ar, None, ar_needed=18)
+    assert partial.ar_timed == 8 and "8 of 18 AR steps timed so far" in ar_progress_note(partial)
+    whole = step_speed(rounds, [SimpleNamespace(time_s=0.004)] * 18, None, ar_needed=18)
+    assert ar_progress_note(whole) == ""
+    assert ar_progress_note(step_speed(rounds, [], None, ar_needed=18)) == ""          # no AR run: nothing to say

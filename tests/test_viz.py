@@ -664,3 +664,19 @@ def test_race_and_sweep(tiny_pair_f32):
     with pytest.raises(ValueError, match="scorer"):
         repeated_race(tiny_pair_f32, "def h(", replace(config, estimator="learned"), ["taps"],
                       on_round=lambda *args: pytest.fail("nothing may run before the settings are checked"))
+
+
+def test_a_round_the_stop_rule_cut_is_not_a_loss(tiny_pair_f32):
+    """The compared round from the same position has the same tokens left to generate as the run had
+    there: a last round that Max new tokens cut is cut the same way in the probe, so it is never
+    flagged for tokens the run was not allowed to commit (issue 51 point 6)."""
+    prompts = [{"id": "a", "prompt": "def g(y):"}, {"id": "c", "prompt": "for i in"}, {"id": "d", "prompt": "x = 1"}]
+    for max_new in (2, 3, 5):
+        config = DecodeConfig(selector="taps", budget=8, max_new_tokens=max_new, estimator="marginal",
+                              taps_mode="reach")
+        report = find_failures(tiny_pair_f32, prompts, config, compare=("ddtree", "oracle"))
+        for case in report.cases:
+            record = case.taps_round
+            left = max_new - (record.start + 1 - len(tiny_pair_f32.encode_prompt(case.prompt)))
+            for other in case.others.values():
+                assert other is None or len(other.committed_tokens) <= left, (max_new, case.row())

@@ -270,15 +270,19 @@ class FailureReport:
 
 
 def probe_round(pair, context: list[int], config: DecodeConfig, selector: str,
-                oracle_tokens: list[int] | None = None, profile=None, index: int = 0) -> Round | None:
+                oracle_tokens: list[int] | None = None, profile=None, index: int = 0,
+                remaining: int | None = None) -> Round | None:
     """One round of `selector` from the end of `context` (None when the context is too long),
-    numbered `index` (the round of the run it is compared with)."""
+    numbered `index` (the round of the run it is compared with). `remaining`: the tokens the run had
+    left to generate there, so that a round Max new tokens cut is cut the same way here (a round the
+    stop rule cut is not a loss)."""
     from ..session import DecodeSession
 
     block = config.block_size or (pair.drafter.block_size if pair.drafter is not None else 2)
+    limit = block + 1 if remaining is None else max(min(block + 1, remaining), 1)
     try:
         session = DecodeSession(pair, context, config, profile=profile, oracle_tokens=oracle_tokens,
-                                selector=selector, max_new_tokens=block + 1)
+                                selector=selector, max_new_tokens=limit)
     except ValueError:
         return None
     return replace(session.step(), index=index)
@@ -318,7 +322,8 @@ def find_failures(pair, prompts: list[dict], config: DecodeConfig, compare: tupl
             others: dict[str, Round | None] = {}
             for name in compare:
                 future = continuation[record.start + 1 - prompt_len:] if policy(name).hindsight else None
-                others[name] = probe_round(pair, context, config, name, future, profile, record.index)
+                others[name] = probe_round(pair, context, config, name, future, profile, record.index,
+                                           remaining=config.max_new_tokens - (len(context) - prompt_len))
                 if others[name] is not None and not policy(name).hindsight:
                     report.add_rounds(policy(name).run_label(), [others[name]])
             kinds = [name for name, other in others.items()

@@ -310,6 +310,8 @@ class StepSpeed:
     modelled: dict | None        # modelled_speedup(...) of the rounds so far, or None without a profile
     measured: Spread | None      # per-round tau x median AR step / round time; None without an AR run
     ar_step_s: float             # the median measured AR step
+    ar_timed: int = 0            # AR steps timed so far (the median is over these)
+    ar_needed: int = 0           # AR steps for the tokens shown (the rest are timed in the background)
 
 
 @dataclass
@@ -321,6 +323,17 @@ class MeasuredShown:
     note: str                    # the spread ("1.62–2.05× middle half") or why there is no value
     sentence: str                # the caption's sentence about it
     shown: bool                  # whether `value` is a figure to read
+
+
+def ar_progress_note(speed: StepSpeed) -> str:
+    """Why two pages on one shared round may read different measured figures: the AR baseline's
+    steps are timed in the background after a page draws, so its median moves until every step of
+    the tokens shown is timed ("" once they all are)."""
+    if speed.measured is None or speed.ar_timed >= speed.ar_needed:
+        return ""
+    return (f"The AR step it divides by is the median of the {speed.ar_timed} of {speed.ar_needed} AR steps timed so "
+            "far (the rest are timed in the background), so it may still move a little, and two pages drawn at "
+            "different moments can differ.")
 
 
 def measured_shown(measured: Spread | None, load: MachineLoad | None = None) -> MeasuredShown:
@@ -343,7 +356,7 @@ def measured_shown(measured: Spread | None, load: MachineLoad | None = None) -> 
                          "an AR run of this prompt in this process.", True)
 
 
-def step_speed(rounds: Sequence[Round], ar_rounds: Sequence[Round], profile) -> StepSpeed:
+def step_speed(rounds: Sequence[Round], ar_rounds: Sequence[Round], profile, ar_needed: int = 0) -> StepSpeed:
     """The modelled speed-up of these rounds under `profile`, and the measured one: for each round,
     its tokens times the median AR step of the same prompt here, over its own time (the median of
     those over the rounds, with their middle half)."""
@@ -353,7 +366,7 @@ def step_speed(rounds: Sequence[Round], ar_rounds: Sequence[Round], profile) -> 
         return StepSpeed(modelled, None, 0.0)
     ar_step = float(np.median(ar_times))
     per_round = [r.tau * ar_step / r.time_s for r in rounds if r.time_s > 0]
-    return StepSpeed(modelled, spread_of(per_round, "middle half"), ar_step)
+    return StepSpeed(modelled, spread_of(per_round, "middle half"), ar_step, len(ar_times), ar_needed)
 
 
 # ---------------------------------------------------------------------------- race and sweep

@@ -82,7 +82,7 @@ def step_numbers(rounds: Sequence[Round], ar_rounds: Sequence[Round] = (), model
     return StepNumbers(rounds=summary.rounds, tokens=summary.new_tokens, tau_round=last.tau if last else 0,
                        tau_mean=summary.tau, verified_round=last.verified_nodes if last else 0,
                        waste_share=summary.waste_share, stage_shares=summary.stage_shares,
-                       speed=step_speed(rounds, ar, model_profile))
+                       speed=step_speed(rounds, ar, model_profile, summary.new_tokens if ar else 0))
 
 
 Waiting = Callable[[int], None] | None      # told the jobs ahead of this page's, while it waits

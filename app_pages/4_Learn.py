@@ -8,6 +8,7 @@ import streamlit as st
 
 from app_pages import address
 from app_pages import common as ui
+from app_pages import widgets as app_widgets
 from taps.studio import figures
 from taps.studio.challenges import CARDS
 from taps.studio.link import is_learn_link, learn_link_params, parse_learn_link
@@ -132,6 +133,9 @@ else:
         marginals, tokens = preset_and_marginals()
         tree, budget, rejected = knobs([st, st, st])
 write_link(tree)
+with st.sidebar:                # out of the page's flow: even an empty element there takes a gap's height
+    app_widgets.scroll_to("learn_scroll_to", '[data-testid="stMainBlockContainer"]',
+                          st.session_state.get("learn_scroll", 0))     # back up to the tree after a card (open_card)
 
 by_marginal, by_reach = choose(tree.path_marginal, budget), choose(tree.reach, budget)
 expected = [1 + tree.reach[chosen[1:]].sum() for chosen in (by_marginal, by_reach)]
@@ -170,6 +174,13 @@ def rankings() -> None:
     st.caption("Look for: rows DDTree picks but TAPS does not; they sit below a non-favourite token.")
 
 
+def open_card(params: dict) -> None:
+    """A card for this page: its settings, and the page scrolled back up to the toy tree they change
+    (the cards sit some 2,500 px below it)."""
+    address.follow(params)
+    st.session_state["learn_scroll"] = st.session_state.get("learn_scroll", 0) + 1
+
+
 def challenge_cards() -> None:
     st.markdown("**Guided challenges**: each opens the app with its settings; try it before you peek.")
     for start in range(0, len(CARDS), 2):
@@ -185,7 +196,7 @@ def challenge_cards() -> None:
                     label = f"Open in {PAGE_NAMES[item.page]}"
                     if item.page_file == THIS_PAGE:         # a link to the page one is on does not navigate
                         st.button(label, key=f"learn_card_{item.key}", icon=":material/open_in_new:",
-                                  on_click=address.follow, args=(item.params,))
+                                  on_click=open_card, args=(item.params,))
                     else:
                         st.page_link(item.page_file, label=label, icon=":material/open_in_new:",
                                      query_params=item.params)

@@ -7,6 +7,8 @@ components (v2: inline JavaScript, no build step):
   clicking a round's piece calls `on_pick(number)`;
 - `copy_link(...)`: a button that copies the page's address (the replayable link), showing the
   link in a text box to copy by hand where the browser refuses the clipboard;
+- `scroll_to(...)`: scroll the page to an element once per new token (a card that changes the figure
+  far above it);
 - `lecture_keys(...)`: the lecture's keyboard (listening on the whole page; keys typed into a
   text box, a menu or a slider are left alone), its `?` overlay, and autoplay's clock: while
   playing it asks for the next step every `speed` seconds (counted from the previous request, so
@@ -245,12 +247,34 @@ export default function(component) {
 }
 """
 
+SCROLL_JS = """
+export default function(component) {
+  const { data } = component;
+  const L = (window.__tapsScroll = window.__tapsScroll || {});
+  if (!data || !data.token || L.done === data.token) return;
+  L.done = data.token;
+  const go = (tries) => {
+    const target = document.querySelector(data.selector);
+    if (target) { target.scrollIntoView({block: 'start'}); return; }
+    if (tries > 0) setTimeout(() => go(tries - 1), 100);
+  };
+  setTimeout(() => go(30), 50);
+}
+"""
+
 _viewport = st.components.v2.component("taps_viewport", js=VIEWPORT_JS)
+_scroll = st.components.v2.component("taps_scroll_to", js=SCROLL_JS)
 _copy_link = st.components.v2.component("taps_copy_link", css=COPY_LINK_CSS, js=COPY_LINK_JS)
 _lecture = st.components.v2.component("taps_lecture_keys", js=LECTURE_JS)
 _run_text = st.components.v2.component("taps_run_text", css=RUN_TEXT_CSS, js=RUN_TEXT_JS)
 
 DEFAULT_VIEWPORT = {"width": 1280, "height": 720, "main": 0}
+
+
+def scroll_to(key: str, selector: str, token: int) -> None:
+    """Scroll the page to the element `selector` names, once for each new `token` (0: not at all): a
+    button that changes what is drawn far above it brings the reader there."""
+    _scroll(key=key, data={"selector": selector, "token": int(token)}, height=0)
 
 
 def viewport() -> dict:

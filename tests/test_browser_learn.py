@@ -53,3 +53,29 @@ def test_learn_link_table_presenter_and_cards(server, browser):  # noqa: F811
     expect(page).to_have_url(re.compile(r"/Learn\?preset=Two(\+|%20)good(\+|%20)openings&factor=0\.2&budget=8&reject=while"))
     expect(page.get_by_text("Rejecting 'while' strands DDTree 3, TAPS 1 nodes")).to_be_visible()
     page.close()
+
+
+def test_open_in_learn_brings_the_reader_back_to_the_tree_it_changed(server, browser):  # noqa: F811
+    """The cards sit far below the toy tree: a card's Open in Learn reopens the page with its
+    settings and scrolls back up, so the tree it changed is in the window (issue 51 point 2)."""
+    from playwright.sync_api import expect
+
+    page = open_learn(browser, server, "")
+    button = page.get_by_role("button", name="Open in Learn").last
+    button.scroll_into_view_if_needed()
+    assert page.evaluate("() => window.scrollY + document.querySelector('[data-testid=\"stMain\"]').scrollTop") > 0 \
+        or button.bounding_box()["y"] < SIZE["height"]
+    button.click()
+    expect(page).to_have_url(re.compile(r"reject=while"))
+    expect(page.get_by_text("DDTree nodes made unreachable")).to_be_visible()      # the card's rejected prefix
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+
+    def in_window() -> bool:
+        box = chart.bounding_box()
+        return box is not None and box["y"] >= -1 and box["y"] + 80 <= SIZE["height"]
+
+    deadline = time.time() + 10
+    while not in_window() and time.time() < deadline:
+        time.sleep(0.2)
+    assert in_window(), chart.bounding_box()
+    page.close()

@@ -84,9 +84,14 @@ def test_one_build_per_key_while_many_threads_ask_and_a_gone_round_is_dropped():
         thread.join()
     assert len(calls) == 1 and drawn.built == 1
     assert figure_key({"a": 2, "b": 1}) == figure_key({"b": 1, "a": 2})
-    gone = weakref.ref(record)
-    del record
-    assert gone() is None
+    other = DrawnFigures()
+    for _ in range(20):                                      # a new round, even one at a gone round's id,
+        old = Round()                                        # never gets the gone round's figure
+        ref = weakref.ref(old)
+        assert other.get(old, "k", lambda: "old figure") == "old figure"
+        del old
+        assert ref() is None
+        assert other.get(Round(), "k", lambda: "new figure") == "new figure"
     for n in range(6):                                       # bounded: the oldest go first
         drawn.get(Round(), n, object)
     assert len(drawn._items) == 4

@@ -1,4 +1,4 @@
-"""The table of scripts/bench_depth.sh: for each pair, AR's speed and every method's speed-up over
+"""The table of docs/lab/bench_depth.sh: for each pair, AR's speed and every method's speed-up over
 AR on HumanEval and the examples, each from that pair's own bench runs.
 
     python scripts/depth_table.py results/target-depth old d6 d8 d10 d12
@@ -15,7 +15,7 @@ from pathlib import Path
 def rows(folder: Path) -> list[dict]:
     path = folder / "summary.csv"
     if not path.is_file():
-        raise SystemExit(f"{folder}: no summary.csv (run scripts/bench_depth.sh first)")
+        raise SystemExit(f"{folder}: no summary.csv (run docs/lab/bench_depth.sh first)")
     return list(csv.DictReader(path.open()))
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # the tracked text that names paths
-SCANNED = ("README.md", "docs/**/*.md", "assets/**/*.md", "results/**/*.md", "scripts/*", "taps/**/*.py",
-           "app.py", "app_pages/*.py", "tests/*.py", ".ci/run", "pyproject.toml")
+SCANNED = ("README.md", "docs/**/*.md", "assets/**/*.md", "results/**/*.md", "scripts/*", "docs/lab/*",
+           "taps/**/*.py", "app.py", "app_pages/*.py", "tests/*.py", ".ci/run", "pyproject.toml")
 
 TOP_DIRS = ("taps", "app_pages", "assets", "results", "scripts", "tests", "docs", ".ci", ".streamlit")
 TOP_FILES = ("app.py", "README.md", "requirements.txt", "pyproject.toml", "pytest.ini")
@@ -110,6 +110,20 @@ def test_scanned_files_are_found():
 def test_every_named_path_exists():
     missing = [m for path in scanned_files() for m in _missing_in(path)]
     assert not missing, f"{len(missing)} path(s) named but not in the working tree:\n" + "\n".join(missing)
+
+
+SCRIPT_INDEXES = {"scripts": "docs/scripts.md", "docs/lab": "docs/lab/README.md"}
+
+
+def test_every_script_has_its_line():
+    """Every script in scripts/ has its line in docs/scripts.md, every lab script in docs/lab/README.md
+    (the first column of their tables), and those tables name no script that is not there."""
+    for folder, index in SCRIPT_INDEXES.items():
+        here = {p.name for p in (ROOT / folder).iterdir() if p.suffix in (".py", ".sh")}
+        rows = [line.split("|")[1] for line in (ROOT / index).read_text().splitlines() if line.startswith("| `")]
+        listed = {name for cell in rows for name in re.findall(r"`([^`]+)`", cell)}
+        assert here == listed, f"{index}: not listed {sorted(here - listed)}, listed but not in {folder}/ " \
+                               f"{sorted(listed - here)}"
 
 
 def test_the_checker_sees_a_missing_path(tmp_path, monkeypatch):

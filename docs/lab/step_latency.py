@@ -1,7 +1,7 @@
 """How long a Step click takes in the browser: click to updated counters, and click to the redrawn
 tree, in Chromium at 1280x720, median over a number of clicks.
 
-    python scripts/step_latency.py [--clicks 20] [--presenter] [--pair PATH]
+    python docs/lab/step_latency.py [--clicks 20] [--presenter] [--pair PATH]
 
 Starts `streamlit run app.py` (the shipped pair unless --pair) on a free loopback port. Times are
 taken in the page: from the click event to the first animation frame that shows the new token
@@ -17,7 +17,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))   # app_screenshots
 from app_screenshots import CHROMIUM_ARGS, SIZE, start  # noqa: E402
 
 ARM = """() => {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the target's depth alone does to tree decoding's speed-up over AR (results/target-depth/).
 #
-#   bash scripts/bench_depth.sh          # on an otherwise idle machine: pause training first
+#   bash docs/lab/bench_depth.sh          # on an otherwise idle machine: pause training first
 #
 # The candidate pair (PAIR, default: taps-code-6m, the unlooped 6-layer target, its drafter and scorer,
 # restored from git history: they were committed under assets/wip/ until f419de9) is grown to
@@ -13,7 +13,7 @@
 # alongside in its own process. OUT (default results/target-depth) and WORK (the grown pairs,
 # default a temporary folder) may be set.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python}
 OUT=${OUT:-results/target-depth}
 DEPTHS=${DEPTHS:-8 10 12}

@@ -1,7 +1,7 @@
 """torch.profiler's top operators (self CPU time) over DDTree@16 rounds of the example prompts.
 
 Runs against the checkout in the current directory, so the same file profiles an older engine too:
-    cd /tmp/taps-before && python /path/to/this/checkout/scripts/top_ops.py
+    cd /tmp/taps-before && python /path/to/this/checkout/docs/lab/top_ops.py
 """
 
 import json

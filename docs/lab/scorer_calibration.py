@@ -4,7 +4,7 @@ marginal product, on pools drafted by the pair's drafter at its inference precis
 CPU by default). Run it after any change to the drafter's inference path (the scorer reads its
 hidden states), and compare with the ECE in the model card.
 
-    python scripts/scorer_calibration.py --data runs/pair/drafter_data/val.npy --pools 150
+    python docs/lab/scorer_calibration.py --data runs/pair/drafter_data/val.npy --pools 150
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from taps.pair import load_pair  # noqa: E402
 from taps.train.scorer import ScorerTrainConfig, calibration, collect_traces, tau_line  # noqa: E402

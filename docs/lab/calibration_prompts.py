@@ -11,8 +11,8 @@ Data-like files (the corpus's own filter) are skipped in both.
 
 The choice of files and windows is seeded, so the same command writes the same prompts.
 
-    python scripts/calibration_prompts.py val runs/cal/val-prompts.jsonl
-    python scripts/calibration_prompts.py ood runs/cal/ood-prompts.jsonl
+    python docs/lab/calibration_prompts.py val runs/cal/val-prompts.jsonl
+    python docs/lab/calibration_prompts.py ood runs/cal/ood-prompts.jsonl
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from transformers import AutoTokenizer  # noqa: E402
 

@@ -2,7 +2,7 @@
 ``python -m taps.train tokenizer --stats``): files, characters, tokens per source and split, and
 the files dropped per source and reason.
 
-    python scripts/corpus_table.py runs/pair2/tokenizer/corpus_stats.json
+    python docs/lab/corpus_table.py runs/pair2/tokenizer/corpus_stats.json
 """
 
 from __future__ import annotations

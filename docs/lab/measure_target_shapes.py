@@ -14,7 +14,7 @@ The speeds (b, c) run first for every shape, in one process, interleaved over re
 training runs (d) then run one after the other. A shape whose run folder already holds
 target/training_log.json is not trained again. Output: a markdown table and a JSON file.
 
-    python scripts/measure_target_shapes.py --run runs/pair2 --work runs/shapes --minutes 6.5 \
+    python docs/lab/measure_target_shapes.py --run runs/pair2 --work runs/shapes --minutes 6.5 \
         --results results/target-shapes
 """
 
@@ -35,7 +35,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from taps.train.target import ModelConfig, build_model  # noqa: E402

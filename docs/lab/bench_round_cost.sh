@@ -5,9 +5,9 @@
 # After: those results themselves (`bash scripts/bench_shipped.sh timed`, which runs the same
 # commands with every estimator), so this script only measures the before side and prints both.
 # Both use the machine's thread count (2 here); every speed-up is measured within one run.
-#   bash scripts/bench_round_cost.sh     # writes results/round-cost/before-{profile,examples,humaneval}
+#   bash docs/lab/bench_round_cost.sh     # writes results/round-cost/before-{profile,examples,humaneval}
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 BEFORE=${BEFORE:-/tmp/taps-before}
 REV=${BEFORE_REV:-4eede15}

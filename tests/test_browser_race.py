@@ -230,3 +230,27 @@ def test_a_roofline_profile_chosen_in_the_sidebar_prices_the_lanes_their_caption
     for label, name in lanes.items():
         assert round(repeated[label], 2) == expected[name], (label, repeated[label])   # priced as the lanes are
     page.close()
+
+
+def test_the_sweeps_best_budget_table_shows_every_column_at_1280_px(server, browser):  # noqa: F811
+    """At 1280x720 the sweep's best-budget table has the page's width: every one of its columns lies
+    inside the window (beside the acceptance chart, 2.5 of its 5 columns showed; issue 51 point 3)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.set_default_timeout(180_000)
+    query = urllib.parse.urlencode({"prompt": PROMPT, "budget": BUDGET, "estimator": "online"})
+    page.goto(f"{server}/Race_and_sweep?{query}")
+    page.get_by_role("button", name="Sweep", exact=True).wait_for()
+    idle(page)
+    page.get_by_role("button", name="Sweep", exact=True).click()
+    page.get_by_text("Best budget per selector on this device").wait_for(timeout=600_000)
+    idle(page)
+    table = page.locator('[data-testid="stDataFrame"]').last
+    table.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    assert table.locator('th[role="columnheader"]').count() >= 5
+    frame = table.bounding_box()
+    assert frame["x"] >= 0 and frame["x"] + frame["width"] <= 1280, frame
+    # the grid draws on a canvas: its columns fit when its scroller has nothing to scroll sideways
+    scroll = table.locator(".dvn-scroller").evaluate("el => [el.scrollWidth, el.clientWidth]")
+    assert scroll[0] <= scroll[1] + 1, scroll
+    page.close()

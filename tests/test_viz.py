@@ -680,3 +680,23 @@ def test_a_round_the_stop_rule_cut_is_not_a_loss(tiny_pair_f32):
             left = max_new - (record.start + 1 - len(tiny_pair_f32.encode_prompt(case.prompt)))
             for other in case.others.values():
                 assert other is None or len(other.committed_tokens) <= left, (max_new, case.row())
+
+
+def test_tradeoff_labels_never_share_a_spot():
+    """Acceptance against cost (issue 51 point 3): a chain verifies the same nodes whatever the budget,
+    so its budgets' labels piled on one point; now they are one label ("4–64"), and each selector's
+    labels sit on their own side of its points."""
+    def row(label, selector, budget, nodes, tokens):
+        return {"label": label, "selector": selector, "budget": budget, "rounds": 10, "verified_nodes": nodes,
+                "new_tokens": tokens}
+
+    rows = [row("dflash", "dflash", b, 160, 40) for b in (4, 8, 16, 64)]
+    rows += [row("ddtree", "ddtree", b, 10 * b, 20 + 2 * b) for b in (4, 8, 16, 64)]
+    rows += [row("taps/online", "taps", b, 8 * b, 22 + 2 * b) for b in (4, 8, 16, 64)]
+    fig = figures.tradeoff_figure(rows)
+    for trace in fig.data:
+        spots = list(zip(trace.x, trace.y))
+        assert len(spots) == len(set(spots)) == len(trace.text), trace.name
+    dflash = next(t for t in fig.data if t.name == "dflash")
+    assert list(dflash.text) == ["4–64"]
+    assert len({t.textposition for t in fig.data}) == len(fig.data)

@@ -117,16 +117,37 @@ def sweep_figure(summary: list[dict], profile_label: str = "", best: list[dict] 
     return fig
 
 
+TRADEOFF_TEXT = ("top center", "bottom center", "middle right", "middle left")   # one side per selector
+
+
+def tradeoff_points(mine: list[dict]) -> tuple[list[float], list[float], list[str]]:
+    """One selector's sweep rows (by budget) as points, the budgets that land on the same point
+    merged into one label ("4–64": a chain verifies the same whatever the budget), so no two labels
+    of a curve sit on one spot."""
+    xs, ys, labels = [], [], []
+    for row in mine:
+        rounds = max(row["rounds"], 1)
+        x, y = row["verified_nodes"] / rounds, max(row["new_tokens"] - row["rounds"], 0) / rounds
+        if xs and abs(x - xs[-1]) < 1e-9 and abs(y - ys[-1]) < 1e-9:
+            labels[-1] = f"{labels[-1].split('–')[0]}–{row['budget']}"
+            continue
+        xs.append(x)
+        ys.append(y)
+        labels.append(str(row["budget"]))
+    return xs, ys, labels
+
+
 def tradeoff_figure(rows: list[dict]) -> go.Figure:
-    """Accepted draft tokens per round against verified nodes per round: what each node buys."""
+    """Accepted draft tokens per round against verified nodes per round: what each node buys. Each
+    selector's budget labels sit on their own side of its points, and budgets that land on one point
+    share one label, so labels of different curves (and of one chain's budgets) do not overlap."""
     fig = go.Figure()
-    for name in sorted({r["label"] for r in rows if not is_baseline(r["selector"])}):
+    for n, name in enumerate(sorted({r["label"] for r in rows if not is_baseline(r["selector"])})):
         mine = sorted((r for r in rows if r["label"] == name), key=lambda r: r["budget"])
-        rounds = [max(r["rounds"], 1) for r in mine]
+        xs, ys, labels = tradeoff_points(mine)
         fig.add_trace(go.Scatter(
-            x=[r["verified_nodes"] / n for r, n in zip(mine, rounds)],
-            y=[max(r["new_tokens"] - r["rounds"], 0) / n for r, n in zip(mine, rounds)],
-            text=[str(r["budget"]) for r in mine], textposition="top center", mode="lines+markers+text", name=name,
+            x=xs, y=ys, text=labels, textposition=TRADEOFF_TEXT[n % len(TRADEOFF_TEXT)],
+            mode="lines+markers+text", name=name,
             line=dict(color=policy_colour(name), width=3),
             marker=dict(symbol=policy_symbol(name), size=12, line=dict(color="#000", width=1)),
             hovertemplate=f"{name}<br>budget %{{text}}<br>verified %{{x:.1f}} nodes/round<br>"

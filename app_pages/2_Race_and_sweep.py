@@ -9,7 +9,7 @@ import streamlit as st
 
 from app_pages import common as ui
 from app_pages import race_widgets as race_ui
-from taps.policies import ORACLE, names
+from taps.policies import ORACLE, names, policy
 from taps.studio.link import CLOCKS
 from taps.studio.race import DEFAULT_NEW_TOKENS, PACES
 from taps.studio.speed import MAX_REPEATS, MIN_REPEATS
@@ -59,11 +59,13 @@ race_ui.finish(setup)
 
 # ---------------------------------------------------------------- the repeated race
 st.subheader("Repeated race: modelled beside measured")
-state.setdefault("race_selectors", list(names()))
+RUNNABLE = [name for name in names() if policy(name).runs_on(pair)]    # DFlash2 needs the pair's path selector
+state.setdefault("race_selectors", RUNNABLE)
 state.setdefault("race_repeats", MIN_REPEATS)
 ui.keep("race_selectors", "race_repeats", "sweep_budgets")
 cols = st.columns([3, 1])
-selectors = cols[0].multiselect("Selectors (AR always runs first: it is the baseline)", names(),
+state["race_selectors"] = [name for name in state["race_selectors"] if name in RUNNABLE]
+selectors = cols[0].multiselect("Selectors (AR always runs first: it is the baseline)", RUNNABLE,
                                 key="race_selectors")
 repeats = cols[1].number_input("Repeats", step=1, key="race_repeats",
                                help=f"Every run, AR included, this many times ({MIN_REPEATS} to {MAX_REPEATS}); "

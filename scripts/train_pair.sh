@@ -128,4 +128,10 @@ seed_run "$RUN32" "$RUN64"
 # The reach calibration shipped with the scorer (docs/calibration.md): 400 validation pools per
 # temperature (0, 0.7, 1.0), a map per estimator; ~4 min.
 "$PYTHON" -m taps.train calibrate --out "$RUN64" --pools 400
+# DFlash2's path selector for the drafter (the dflash2 policy; issue 50): blocks drafted at 8
+# anchors of 2,048 regenerated sequences drawn at random (and of the 64 validation ones), rank 64,
+# top-16, the step with the lowest loss on a tenth of the sequences held back; ~4 min of drafting,
+# ~0.3 min of training on one thread. (The shipped selector drew its 2,048 from the 16,384 rows of
+# assets/wip/taps-code-10m-drafter-data-16k.npz, git history at f419de9, as RUN/drafter_data.)
+"$PYTHON" -m taps.train path_selector --out "$RUN64"
 "$PYTHON" -m taps.train package --out "$RUN64" --name taps-code-10m

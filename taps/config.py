@@ -23,6 +23,11 @@ DDTREE_MODES = DDTREE.size_modes
 MAX_BUDGET = 1024
 MAX_NEW_TOKENS = 4096
 MAX_TEMPERATURE = 5.0
+NO_PATH_SELECTOR = ("this pair ({name}) has no DFlash2 path selector: train one for its drafter with "
+                    "`python -m taps.train path_selector --out RUN --target PAIR/target --drafter PAIR/drafter` and "
+                    "copy RUN/selector into the pair folder as selector/ (pair.json: \"selector\": \"selector\") or "
+                    "name it when loading (--path-selector RUN/selector; load_pair(..., selector=...)); a DFlash2 "
+                    "drafter checkpoint carries its own")
 
 
 def run_label(selector: str, estimator: str = "", budget: int | None = None) -> str:
@@ -82,6 +87,8 @@ class DecodeConfig:
             if self.block_size is not None and self.block_size > pair.drafter.block_size:
                 raise ValueError(f"block_size must be from 2 to the drafter's {pair.drafter.block_size}, "
                                  f"got {self.block_size!r}")
+        if chosen.needs_path_selector and getattr(pair, "path_selector", None) is None:
+            raise ValueError(NO_PATH_SELECTOR.format(name=pair.name))
         if chosen.uses_estimator and self.estimator == "learned" and pair.scorer is None:
             raise ValueError("the 'learned' estimator needs a trained TAPS scorer, and this pair has none")
 

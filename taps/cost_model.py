@@ -27,7 +27,7 @@ import numpy as np
 
 from . import kernels
 from .paths import PROFILES_DIR
-from .policies import AR
+from .policies import AR, label_policy
 
 PROFILE_FORMAT = 3
 KINDS = ("measured", "roofline", "measured-shape")
@@ -68,10 +68,15 @@ class LatencyProfile:
         return float(out) if np.ndim(out) == 0 else out
 
     def overhead(self, policy: str | None = None) -> float:
-        """Per-round seconds besides verify for `policy` (a run label such as "ddtree" or "taps/online");
-        the drafter pass alone when the policy was not measured."""
+        """Per-round seconds besides verify for `policy` (a run label such as "ddtree" or "taps/online").
+        A policy this profile did not time is priced at its most expensive timed round (never as the
+        bare drafter pass: a profile measured before DFlash2 existed would price its rounds as free
+        of their own work); the drafter pass alone for no policy, the oracle (a bound, never timed)
+        and a profile that timed none."""
         if policy is not None and policy in self.overhead_s:
             return float(self.overhead_s[policy])
+        if policy is not None and self.overhead_s and not _hindsight(policy):
+            return max(float(self.draft_s), *(float(v) for v in self.overhead_s.values()))
         return float(self.draft_s)
 
     def round_time(self, policy: str | None, size: int | np.ndarray) -> np.ndarray:
@@ -166,3 +171,9 @@ def reference_profiles(pair_name: str | None = None, folder: Path | None = None)
         if pair_name is None or profile.pair == pair_name:
             out[path.stem] = profile
     return out
+
+
+def _hindsight(run_label: str) -> bool:
+    """Whether the run label names a hindsight policy (the oracle: priced as the drafter pass)."""
+    found = label_policy(run_label)
+    return found is not None and found.hindsight

@@ -13,6 +13,9 @@ Module and config names follow the public DFlash checkpoints (`layers.N.self_att
 `mask_token_id` are read from `dflash_config` or from the config's top level (both layouts are
 published); a config naming the layers nowhere gets the evenly spaced default with a warning.
 Drafters with sliding-window layers are refused: this engine's drafter attends to the whole context.
+A DFlash2 checkpoint (architecture "DFlash2DraftModel") loads through `taps.dflash2.load_drafter`
+(which picks the class from the config) into `taps.dflash2.DFlash2Drafter`: DFlash plus its
+convolutions and path selector.
 """
 
 from __future__ import annotations
@@ -291,7 +294,7 @@ class DFlashDrafter(nn.Module):
         missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
         missing = [k for k in missing if "rotary_emb" not in k]
         if missing or unexpected:
-            raise ValueError(f"drafter weights in {folder} do not match DFlashDrafter: "
+            raise ValueError(f"drafter weights in {folder} do not match {cls.__name__}: "
                              f"missing {missing[:5]}, unexpected {unexpected[:5]}")
         model.rotary_emb = float32_rotary(config, device)
         return model.eval()

@@ -13,7 +13,8 @@ What changes against the training module (`taps.drafter.DFlashDrafter`):
   after the context and attended in place;
 - grouped-query attention without repeating keys/values (`enable_gqa`);
 - optionally, `precision="int8"`: the drafter's linear layers and its copy of the lm_head run with
-  int8 dynamic quantization (weights int8 per channel, activations quantized on the fly).
+  int8 dynamic quantization (weights int8 per channel, activations quantized on the fly);
+- a DFlash2 drafter's convolutions (`taps.dflash2`) around each sublayer, over the block's rows only.
 
 The drafter only proposes tokens; the target decides what is kept, so none of this can change the
 decoded text: it changes which tokens are proposed by float rounding (or quantization) at most.
@@ -96,6 +97,31 @@ class _Layer:
         self.qk_norm = qk_norm.to(compute)
         self.in_norm = layer.input_layernorm.weight.detach().to(compute)
         self.post_norm = layer.post_attention_layernorm.weight.detach().to(compute)
+        # DFlash2's convolutions around the sublayers (taps.dflash2), or None (DFlash)
+        self.attn_conv = _Conv(layer.attention_conv, precision, compute) if hasattr(layer, "attention_conv") else None
+        self.mlp_conv = _Conv(layer.mlp_conv, precision, compute) if hasattr(layer, "mlp_conv") else None
+
+
+class _Conv:
+    """A DFlash2 sublayer convolution (`taps.dflash2.DynamicConv`) for inference: its taps'
+    projection at the drafter's precision, its base kernel in the compute dtype."""
+
+    def __init__(self, conv, precision: str, compute: torch.dtype):
+        self.kernel_size, self.group_size, self.groups = conv.kernel_size, conv.group_size, conv.groups
+        self.projection = _projection(conv.kernel_projection.weight, None, precision)
+        self.base = conv.base_kernel.detach().to(compute)
+
+    def dynamic(self, x: torch.Tensor) -> torch.Tensor:
+        """The taps' dynamic part [n, 2, k, groups] of a block's sublayer input [n, d]."""
+        return self.projection(x).view(x.shape[0], 2, self.kernel_size, self.groups)
+
+    def __call__(self, x: torch.Tensor, dynamic: torch.Tensor, side: int) -> torch.Tensor:
+        """The side's convolution of block rows x [n, d]: tap j reads row t - j, zeros before row 0."""
+        taps = self.base[side] + dynamic[:, side].repeat_interleave(self.group_size, -1)   # [n, k, d]
+        out = taps[:, 0] * x
+        for j in range(1, min(self.kernel_size, x.shape[0])):
+            out[j:] += taps[j:, j] * x[:-j]
+        return out
 
 
 class FastDrafter:
@@ -167,6 +193,9 @@ class FastDrafter:
         end = length + m + n
         for layer, k_buf, v_buf in zip(self.layers, keys, values):
             x = F.rms_norm(hidden, (d,), layer.in_norm, self.eps)
+            if layer.attn_conv is not None:
+                dyn = layer.attn_conv.dynamic(x)
+                x = layer.attn_conv(x, dyn, 0)
             h, kvh, hd = layer.heads, layer.kv_heads, layer.head_dim
             rows = torch.cat([ctx, x]) if m else x
             qkv = layer.qkv(rows).view(m + n, h + 2 * kvh, hd).transpose(0, 1)
@@ -175,10 +204,15 @@ class FastDrafter:
             v_buf[:, length:end] = qkv[h + kvh:]    # overwritten when real context arrives there
             out = F.scaled_dot_product_attention(qk[:h, m:].unsqueeze(0), k_buf[:, :end].unsqueeze(0),
                                                  v_buf[:, :end].unsqueeze(0), enable_gqa=h != kvh)
-            hidden = hidden + layer.o(out[0].transpose(0, 1).reshape(n, h * hd))
+            out = layer.o(out[0].transpose(0, 1).reshape(n, h * hd))
+            hidden = hidden + (out if layer.attn_conv is None else layer.attn_conv(out, dyn, 1))
             x = F.rms_norm(hidden, (d,), layer.post_norm, self.eps)
+            if layer.mlp_conv is not None:
+                dyn = layer.mlp_conv.dynamic(x)
+                x = layer.mlp_conv(x, dyn, 0)
             gate, up = layer.gate_up(x).split(layer.intermediate, dim=-1)
-            hidden = hidden + layer.down(F.silu(gate) * up)
+            out = layer.down(F.silu(gate) * up)
+            hidden = hidden + (out if layer.mlp_conv is None else layer.mlp_conv(out, dyn, 1))
         return F.rms_norm(hidden, (d,), self.norm, self.eps)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

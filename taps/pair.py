@@ -1,7 +1,9 @@
 """Load a target + drafter (+ tokenizer, + optional TAPS scorer) from a folder or hub ids.
 
-A pair folder holds `pair.json` ({"name", "target", "drafter", "scorer"}; each a sub-folder or a
-hub id) or simply the sub-folders `target/` (model + tokenizer), `drafter/` and `scorer/`.
+A pair folder holds `pair.json` ({"name", "target", "drafter", "scorer", "selector"}; each a
+sub-folder or a hub id) or simply the sub-folders `target/` (model + tokenizer), `drafter/`,
+`scorer/` and `selector/` (DFlash2's path selector trained for this drafter, `taps.path_selector`;
+a DFlash2 drafter checkpoint carries its own).
 Public checkpoints load by id, e.g. target "Qwen/Qwen3-4B" with drafter "z-lab/Qwen3-4B-DFlash-b16".
 CPU float32 by default; CUDA + bfloat16 when a GPU is there and asked for ("auto" or "cuda").
 """
@@ -22,8 +24,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from .calibrate import Calibration
+from .dflash2 import load_drafter
 from .drafter import DFlashDrafter, resolve_folder
 from .linear import pack_linears
+from .path_selector import PathSelector, check_selector_fit
 from .paths import MODELS_DIR
 from .scorer import TapsScorer
 
@@ -47,6 +51,7 @@ class ModelPair:
     drafter_precision: str = "same"  # the drafter's inference precision: "same" as the target, or "int8"
     generation_eos: tuple[int, ...] = ()   # stop tokens of the target's generation_config.json
     calibration: Calibration | None = None   # reach maps shipped with the scorer (taps.calibrate)
+    path_selector: PathSelector | None = None   # DFlash2's path selector for this drafter (the dflash2 policy)
     _texts: dict = field(default_factory=dict, repr=False, compare=False)   # token id -> its text
     _texts_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -113,7 +118,8 @@ class ModelPair:
 
         return {"name": self.name, "device": str(self.device), "dtype": str(self.dtype).replace("torch.", ""),
                 "target_params": count(self.target), "drafter_params": count(self.drafter),
-                "scorer_params": count(self.scorer), "vocab_size": int(self.target.config.vocab_size),
+                "scorer_params": count(self.scorer), "path_selector_params": count(self.path_selector),
+                "vocab_size": int(self.target.config.vocab_size),
                 "target_layers": int(self.target.config.num_hidden_layers),
                 "drafter_layers": int(self.drafter.config.num_hidden_layers) if self.drafter else 0,
                 "block_size": self.drafter.block_size if self.drafter else 0,
@@ -236,11 +242,11 @@ def _pair_manifest(folder: Path) -> dict:
         if not isinstance(raw, dict):
             raise PairError(f"{manifest} must hold an object with \"target\" (and \"drafter\", \"scorer\")")
     else:
-        raw = {name: name for name in ("target", "drafter", "scorer") if (folder / name).is_dir()}
+        raw = {name: name for name in ("target", "drafter", "scorer", "selector") if (folder / name).is_dir()}
         if "target" not in raw:
             raise PairError(f"{folder} is not a model pair: no pair.json and no target/ folder")
     out = {"name": raw.get("name", folder.name)}
-    for key in ("target", "drafter", "scorer", "tokenizer"):
+    for key in ("target", "drafter", "scorer", "selector", "tokenizer"):
         value = raw.get(key)
         if value:
             local = folder / value
@@ -378,7 +384,7 @@ def _load_parts(parts: dict, name: str, dev: torch.device, dtype: torch.dtype, n
     if parts.get("drafter") and not no_drafter:
         with _loading("the drafter", parts["drafter"]):
             folders["drafter"] = resolve_folder(parts["drafter"], allow_patterns=["*.json", "*.safetensors"])
-            draft = DFlashDrafter.from_pretrained(folders["drafter"], dtype=dtype, device=dev)
+            draft = load_drafter(folders["drafter"], dtype=dtype, device=dev)
     check_fit(model.config, draft, tokenizer)
     score = calibration = None
     if parts.get("scorer"):
@@ -388,9 +394,35 @@ def _load_parts(parts: dict, name: str, dev: torch.device, dtype: torch.dtype, n
             calibration = Calibration.load(folders["scorer"])
         if score.config.model_dim != model.config.hidden_size:
             raise PairError(f"scorer expects model dim {score.config.model_dim}, target has {model.config.hidden_size}")
+    selector = _path_selector(parts, draft, model.config.vocab_size, dev, dtype)
+    # The fingerprint (which keys latency profiles) covers the target, drafter, scorer and tokenizer
+    # folders; a separate path selector folder stays out of it, so adding or retraining one leaves
+    # the pair's saved and shipped profiles in force (see `_path_selector`).
     return ModelPair(target=model, tokenizer=tokenizer, drafter=draft, scorer=score, name=name, device=dev,
                      dtype=dtype, fingerprint=fingerprint(folders), generation_eos=stops, calibration=calibration,
-                     drafter_precision=drafter_precision if draft is not None else "same")
+                     drafter_precision=drafter_precision if draft is not None else "same", path_selector=selector)
+
+
+def _path_selector(parts: dict, drafter: DFlashDrafter | None, vocab: int, dev: torch.device,
+                   dtype: torch.dtype) -> PathSelector | None:
+    """The pair's DFlash2 path selector: the pair's own `selector` folder when it has one (trained for
+    its drafter by `python -m taps.train path_selector`), else a DFlash2 drafter's `candidate_selector`,
+    else None. A selector folder is not part of the pair's fingerprint: a latency profile times the
+    target's verify forward, the drafter's pass and each policy's round overhead, and the dflash2
+    policy sizes nothing from a profile (a chain of at most the budget); its per-round cost (K x K
+    products of rank r per position) is inside the drafter-pass overhead a profile falls back to."""
+    if drafter is None:
+        return None
+    if parts.get("selector"):
+        with _loading("the DFlash2 path selector", parts["selector"],
+                      "a selector folder holds config.json and model.safetensors from `python -m taps.train "
+                      "path_selector`"):
+            selector = PathSelector.from_pretrained(resolve_folder(parts["selector"]), device=dev, dtype=dtype)
+        why = check_selector_fit(selector, vocab, drafter.config.hidden_size)
+        if why:
+            raise PairError(f"{why}: the selector in {parts['selector']} was trained for another pair")
+        return selector
+    return getattr(drafter, "candidate_selector", None)
 
 
 def _resolve_dtype(dtype, dev: torch.device) -> torch.dtype:
@@ -402,9 +434,12 @@ def _resolve_dtype(dtype, dev: torch.device) -> torch.dtype:
 
 
 def load_pair(pair: str | Path | None = None, *, target: str | None = None, drafter: str | None = None,
-              scorer: str | None = None, device: str = "auto", dtype: torch.dtype | str | None = None,
-              no_drafter: bool = False, drafter_precision: str = "auto") -> ModelPair:
-    """Load a pair folder (or the shipped pair when None), with optional per-part overrides.
+              scorer: str | None = None, selector: str | None = None, device: str = "auto",
+              dtype: torch.dtype | str | None = None, no_drafter: bool = False,
+              drafter_precision: str = "auto") -> ModelPair:
+    """Load a pair folder (or the shipped pair when None), with optional per-part overrides (a
+    drafter given here drops the pair folder's path selector, which was trained for its own drafter,
+    unless a `selector` is given too).
     `drafter_precision`: "same" (the pair's dtype), "int8" (dynamic quantization, CPU float32),
     "bfloat16", or "auto" (int8 for a float32 pair on the CPU, where it drafts 2-3x faster with the
     same acceptance; "same" elsewhere), for the drafter's inference only; the target always runs as
@@ -427,7 +462,9 @@ def load_pair(pair: str | Path | None = None, *, target: str | None = None, draf
         if shipped is None:
             raise PairError("no model pair given and no shipped pair under assets/models; pass --pair or --target")
         parts = _pair_manifest(shipped)
-    for key, value in (("target", target), ("drafter", drafter), ("scorer", scorer)):
+    if drafter and not selector:
+        parts.pop("selector", None)
+    for key, value in (("target", target), ("drafter", drafter), ("scorer", scorer), ("selector", selector)):
         if value:
             parts[key] = value
     if "target" not in parts:

@@ -5,7 +5,7 @@ class in `taps.selectors` whose `policy` attribute is that entry. The settings, 
 the bench, the figures and the pages read this registry; nobody compares policy names as
 strings. Registering a new one is one line:
 
-    MINE = register(Policy("mine", "Mine", colour="#CC79A7", symbol="hexagon", pattern="-"))
+    MINE = register(Policy("mine", "Mine", colour="#F0E442", symbol="hexagon", pattern="-"))
 
 Pure Python (no torch), so model-free code (the Learn toy, figures) can import it.
 """
@@ -28,6 +28,7 @@ class Policy:
     pattern: str = ""                 # plotly bar pattern (colour never carries meaning alone)
     prose: str = ""                   # in a sentence ("the oracle"); the label when empty
     needs_drafter: bool = True        # False only for plain autoregressive decoding
+    needs_path_selector: bool = False  # DFlash2: the pair must hold a trained path selector (pair.path_selector)
     uses_estimator: bool = False      # TAPS: its reach comes from the chosen estimator
     size_field: str = ""              # the DecodeConfig field that picks its tree size ("taps_mode")
     size_modes: tuple[str, ...] = ()  # that field's choices, the default first
@@ -49,6 +50,13 @@ class Policy:
     def in_prose(self) -> str:
         return self.prose or self.label
 
+    def runs_on(self, pair) -> bool:
+        """Whether `pair` has what this policy needs (a drafter, a path selector); `DecodeConfig.validate`
+        says what is missing when it does not."""
+        if self.needs_drafter and getattr(pair, "drafter", None) is None:
+            return False
+        return not self.needs_path_selector or getattr(pair, "path_selector", None) is not None
+
 
 REGISTRY: dict[str, Policy] = {}
 
@@ -67,7 +75,8 @@ def unregister(name: str) -> None:
 
 
 def names() -> tuple[str, ...]:
-    """Every registered policy's name, in registration order (the built-ins: AR, DFlash, DDTree, TAPS, oracle)."""
+    """Every registered policy's name, in registration order (the built-ins: AR, DFlash, DDTree, TAPS, oracle,
+    DFlash2)."""
     return tuple(REGISTRY)
 
 
@@ -91,3 +100,5 @@ TAPS = register(Policy("taps", "TAPS", PALETTE["blue"], "circle", ".", uses_esti
                        size_modes=("cost", "reach", "utility"), profile_modes=("cost",)))
 ORACLE = register(Policy("oracle", "Oracle", PALETTE["green"], "star", "+", prose="the oracle", greedy_only=True,
                          hindsight=True))
+# DFlash2's path selector on the drafter's top-K candidates: a chain, so no size modes
+DFLASH2 = register(Policy("dflash2", "DFlash2", PALETTE["purple"], "triangle-down", "\\", needs_path_selector=True))

@@ -2,10 +2,12 @@
 
 Qwen3-4B and Qwen3-8B (the targets) and z-lab's DFlash b16 drafters for them, from their
 `config.json` and `generation_config.json` on the Hugging Face hub (public facts, copied here as
-numbers so that tests and shape profiles need no download). `target_config` / `drafter_config`
-build transformers configs at these shapes, optionally at a reduced depth, for conformance tests
-(meta-device modules at full size, random pairs at the published widths) and for GPU shape
-profiles (`taps.eval.shape_profile`).
+numbers so that tests and shape profiles need no download); and DFlash2's four extra settings as
+the public DFlash2 release describes them (`DFLASH2`: 16 candidates, rank 256 at 27B, two taps,
+groups of 16 channels), for DFlash2 drafter configs at these widths (`dflash2_drafter_config`).
+`target_config` / `drafter_config` build transformers configs at these shapes, optionally at a
+reduced depth, for conformance tests (meta-device modules at full size, random pairs at the
+published widths) and for GPU shape profiles (`taps.eval.shape_profile`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ DRAFTERS: dict[str, dict] = {
                  "num_target_layers": 36, "target_layer_ids": DFLASH_TARGET_LAYER_IDS,
                  "mask_token_id": QWEN3_MASK_TOKEN_ID},
 }
+
+# DFlash2 (architecture "DFlash2DraftModel", `taps.dflash2`): the settings it adds to a DFlash config
+DFLASH2: dict[str, int] = {"selector_top_k": 16, "selector_rank": 256, "conv_kernel_size": 2, "conv_group_size": 16}
 
 # the 8B drafter's model.safetensors: 2,097,259,104 bytes in bfloat16 = 2 x 1,048,626,432 + its header
 DRAFTER_8B_PARAMS = 1_048_626_432
@@ -92,3 +97,11 @@ def drafter_config(name: str, num_layers: int | None = None, target_layers: int 
                   architectures=["DFlashDraftModel"])
     values.update(overrides)
     return Qwen3Config(**values)
+
+
+def dflash2_drafter_config(name: str, num_layers: int | None = None, target_layers: int | None = None,
+                           **overrides) -> Qwen3Config:
+    """A DFlash2 drafter config at the widths of `name`'s DFlash drafter (`drafter_config`), with
+    DFlash2's published settings (`DFLASH2`) at the top level; `overrides` replace any field."""
+    values = {**DFLASH2, "architectures": ["DFlash2DraftModel"], **overrides}
+    return drafter_config(name, num_layers, target_layers, **values)

@@ -18,6 +18,9 @@ class of a registered policy among the subclasses of `Selector`, so a new policy
 here (or anywhere) and one registry line.
 - oracle: in hindsight (T=0), the longest prefix of the target's own continuation that lies in
             the drafter's top-K lattice.
+- DFlash2: DFlash2's path selector (`taps.path_selector`): per depth the drafter's top-K candidates,
+            one walked from the root by the pairwise transition score (argmax at T=0, a draw from
+            q = softmax(S / T) at T>0); the pool is that chain, its reach the walk's own probabilities.
 """
 
 from __future__ import annotations
@@ -25,15 +28,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from . import kernels
 from .config import DecodeConfig
 from .cost_model import LatencyProfile
 from .estimate import Estimator
-from .policies import AR, DDTREE, DFLASH, ORACLE, TAPS, Policy, policy
+from .path_selector import PathSelector, PathWalk, walk
+from .policies import AR, DDTREE, DFLASH, DFLASH2, ORACLE, TAPS, Policy, policy
 from .pool import Lattice, candidate_pool, ddtree_nodes, heap_tree, top_paths, tree_from_nodes
 from .subtree import top_by_reach, utility_selection
 from .tree import DraftTree
+from .verify import gumbel_noise
 
 __all__ = ["RoundContext", "Selector", "make_selector", "top_by_reach", "ddtree_nodes", "utility_selection"]
 
@@ -41,11 +47,15 @@ __all__ = ["RoundContext", "Selector", "make_selector", "top_by_reach", "ddtree_
 @dataclass
 class RoundContext:
     """What a selector may read besides the lattice and the settings: this session's estimator
-    and latency profile, and (oracle only) the target's continuation after the root."""
+    and latency profile, (oracle only) the target's continuation after the root, and (DFlash2) the
+    pair's path selector and the root's position in the sequence (its draws at T > 0 are keyed
+    by the positions of the tokens they draft, as the target's are)."""
 
     estimator: Estimator | None = None
     profile: LatencyProfile | None = None
     future_tokens: list[int] | None = None
+    path_selector: PathSelector | None = None
+    position: int = 0
 
 
 class Selector:
@@ -136,6 +146,56 @@ class OracleSelector(Selector):
                 break
             nodes.append((depth - 1, depth, int(hits[0])))
         return tree_from_nodes(root_token, nodes, lattice)
+
+
+class DFlash2Selector(Selector):
+    """DFlash2's chain: the walk through the drafter's top-K candidates per depth (`taps.path_selector`),
+    at most the budget deep. Its nodes' ranks are their drafter ranks, their marginals the drafter's
+    (tempered) log-probs; its reach (the estimate stage) is the product of the walk's q along the
+    chain: the selector's own path-conditioned probability of each prefix. At T > 0 each depth's
+    draw uses the Gumbel noise of the target's own draw at that position (`taps.verify.gumbel_noise`)."""
+
+    policy = DFLASH2
+
+    def __init__(self):
+        self.last_walk: PathWalk | None = None     # the last round's walk (candidates and q), for inspection
+
+    def pool(self, root_token, lattice, cfg, ctx):
+        selector = ctx.path_selector
+        if selector is None:
+            raise ValueError("the DFlash2 selector needs the pair's path selector (RoundContext.path_selector)")
+        if lattice.hidden is None:
+            raise ValueError("the DFlash2 selector reads the drafter's hidden states, and this lattice has none")
+        depth = min(cfg.budget, lattice.depth)
+        candidates, unary = _candidates(lattice, selector.top_k, depth)
+        with torch.inference_mode():
+            device = selector.predecessor_codebook.device
+            pairs = selector.transitions(int(root_token), lattice.hidden[:depth].to(device),
+                                         torch.as_tensor(candidates, device=device))
+            pairs = pairs.double().cpu().numpy()
+        noise = None
+        if cfg.temperature > 0:
+            vocab = int(lattice.full_logprobs.shape[-1])
+            noise = np.stack([gumbel_noise(cfg.seed, ctx.position + d + 1, vocab).numpy()[candidates[d]]
+                              for d in range(depth)]) if depth else np.zeros((0, candidates.shape[1]))
+        self.last_walk = chain = walk(unary, pairs, candidates, cfg.temperature, noise)
+        n = depth + 1
+        step = np.concatenate([[0.0], unary[np.arange(depth), chain.choice]])
+        return DraftTree(tokens=np.concatenate([[root_token], chain.tokens]).astype(np.int64),
+                         parents=np.arange(-1, depth), depths=np.arange(n), ranks=np.concatenate([[0], chain.choice]),
+                         marginal_logprob=step, path_logprob=np.cumsum(step), reach=np.exp(np.cumsum(step)))
+
+    def estimate(self, pool, lattice, cfg, ctx):
+        return np.cumprod(np.concatenate([[1.0], self.last_walk.chosen_prob]))
+
+
+def _candidates(lattice: Lattice, k: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """The drafter's top-k tokens at depths 1..depth, best first, and their (tempered) log-probs
+    [depth, k]: the lattice's own columns when it is that wide, else from its full log-probs."""
+    if lattice.width >= k or lattice.full_logprobs is None:
+        return lattice.tokens[:depth, :k], lattice.logprobs[:depth, :k]
+    values, ids = lattice.full_logprobs[:depth].topk(min(k, lattice.full_logprobs.shape[-1]), dim=-1)
+    return ids.cpu().numpy(), values.double().cpu().numpy()
 
 
 def _subclasses(cls: type) -> list[type]:

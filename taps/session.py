@@ -121,7 +121,7 @@ class DecodeSession:
         if room < 0:
             raise RuntimeError("the sequence has reached the model's context length")
         future = self._oracle_tokens[len(self.generated):] if self._oracle_tokens is not None else None
-        ctx = RoundContext(self.estimator, self.profile, future)
+        ctx = RoundContext(self.estimator, self.profile, future, getattr(pair, "path_selector", None), start)
         timer = StageTimer(pair.device)
 
         lattice, stage = None, "draft"

@@ -4,7 +4,8 @@ The target is transformers' `Qwen3ForCausalLM` from `taps.published.target_confi
 hidden 2560, 32 query / 8 key-value heads of 128, so heads x head_dim = 4096 != hidden and GQA 4:1,
 intermediate 9728, vocabulary 151,936, tied embeddings) at a reduced depth; the drafter our
 `DFlashDrafter` from `taps.published.drafter_config` (block 16, mask id 151,669) at a reduced depth;
-a random `TapsScorer` at model_dim 2560 so the learned estimator runs. The tokenizer is the shipped
+a random `TapsScorer` at model_dim 2560 so the learned estimator runs, and a random DFlash2 path
+selector (top-16, rank 32, over the 151,936-token vocabulary) so the dflash2 policy runs. The tokenizer is the shipped
 pair's (4,096 tokens): the mask id lies outside it, as Qwen3's 151,669 lies outside Qwen3's tokenizer.
 
 Weights are N(0, std) with the embedding's and the layers' deviations chosen apart: with tied
@@ -25,6 +26,7 @@ from transformers.initialization import no_init_weights
 from taps import published
 from taps.drafter import DFlashDrafter
 from taps.pair import default_pair_path
+from taps.path_selector import PathSelector, PathSelectorConfig
 from taps.scorer import ScorerConfig, TapsScorer
 
 
@@ -39,7 +41,7 @@ def _normal(module: torch.nn.Module, std: float, generator: torch.Generator, ski
 def build_published_pair(folder: Path, name: str = "qwen3-4b", target_layers: int = 2, drafter_layers: int = 1,
                          target_layer_ids: list[int] | None = None, intermediate_size: int | None = None,
                          seed: int = 0, embed_std: float = 0.03, layer_std: float = 0.05) -> Path:
-    """Write target/ (model + tokenizer), drafter/, scorer/ and pair.json under `folder`; return it.
+    """Write target/ (model + tokenizer), drafter/, scorer/, selector/ and pair.json under `folder`; return it.
     `target_layer_ids` default to every target layer; `intermediate_size` to the published one."""
     generator = torch.Generator().manual_seed(seed)
     sizes = {} if intermediate_size is None else {"intermediate_size": intermediate_size}
@@ -71,6 +73,10 @@ def build_published_pair(folder: Path, name: str = "qwen3-4b", target_layers: in
     scorer = TapsScorer(ScorerConfig(model_dim=config.hidden_size, max_depth=drafter_config.block_size))
     _normal(scorer, 0.3, generator)
     scorer.save_pretrained(folder / "scorer")
+    selector = PathSelector(PathSelectorConfig(vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+                                               selector_rank=32), init_std=0.0)
+    _normal(selector, 0.2, generator)
+    selector.save_pretrained(folder / "selector")
     (folder / "pair.json").write_text(json.dumps({"name": f"random-{name}-widths", "target": "target",
-                                                  "drafter": "drafter", "scorer": "scorer"}))
+                                                  "drafter": "drafter", "scorer": "scorer", "selector": "selector"}))
     return folder

@@ -406,13 +406,13 @@ def test_race_and_sweep_repeat_and_show_both_speeds():
     assert not at.exception and not errors(at)
     runs = at.session_state["race_result"]["runs"]
     assert len(runs) == 3                                                 # three repeats by default
-    assert [r["label"] for r in runs[0]] == ["ar", "dflash", "ddtree", "taps/online", "oracle"]
+    assert [r["label"] for r in runs[0]] == ["ar", "dflash", "ddtree", "taps/online", "oracle", "dflash2"]
     assert all(r["lossless"] and r["new_tokens"] == 8 for rows in runs for r in rows)
     spec = chart(at, "race_chart")
     assert list(spec["data"][0]["x"]) == [r["label"] for r in runs[0]]
     assert "error_y" in spec["data"][1] and "median of 3 repeats" in spec["layout"]["annotations"][1]["text"]
     table = at.dataframe[0].value
-    assert table.shape[0] == 5 and table["same rounds every repeat"].all()
+    assert table.shape[0] == 6 and table["same rounds every repeat"].all()
     assert table["measured speed-up (range)"].str.contains("–").all()
     at.multiselect(key="race_selectors").set_value(["ddtree", "taps"])
     at.multiselect(key="sweep_budgets").set_value([2, 4])

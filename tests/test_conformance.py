@@ -32,7 +32,7 @@ from taps import DecodeSession, greedy_continuation, load_pair, published, sampl
 from taps.config import ESTIMATORS
 from taps.drafter import DFlashDrafter
 from taps.fast_drafter import DraftContext, FastDrafter, fast_drafter
-from taps.policies import AR, DDTREE, DFLASH, ORACLE, TAPS, Policy, policy, register, unregister
+from taps.policies import AR, DDTREE, DFLASH, DFLASH2, ORACLE, TAPS, Policy, policy, register, unregister
 from taps.roofline import load_data, model_shape
 from taps.selectors import Selector
 from taps.tree import DraftTree
@@ -341,7 +341,7 @@ def test_random_pair_has_the_published_widths(pair4b, references):
 
 def _runs():
     runs = [(AR.name, "marginal"), (DFLASH.name, "marginal"), (DDTREE.name, "marginal"),
-            *[(TAPS.name, e) for e in ESTIMATORS], (ORACLE.name, "marginal")]
+            *[(TAPS.name, e) for e in ESTIMATORS], (ORACLE.name, "marginal"), (DFLASH2.name, "marginal")]
     return [(s, e, 0.0) for s, e in runs] + [(s, e, T_SAMPLE) for s, e in runs if not policy(s).greedy_only]
 
 

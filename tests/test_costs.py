@@ -75,7 +75,7 @@ def test_profile_for_measures_once_with_a_message_then_reads_it(tiny_pair_f32, t
     profile = conftest.REAL_PROFILE_FOR(tiny_pair_f32, 8, announce=said.append)
     assert len(said) == 1 and "measuring a latency profile" in said[0] and "no latency profile saved" in said[0]
     assert profile.source == "measured" and max(profile.sizes) == 64 and profile.verify_s == sorted(profile.verify_s)
-    assert set(profile.overhead_s) == {"dflash", "ddtree", "taps/marginal", "taps/online"} and profile.ar_step_s > 0
+    assert set(profile.overhead_s) == {"dflash", "dflash2", "ddtree", "taps/marginal", "taps/online"} and profile.ar_step_s > 0
     assert json.loads(profile_path(tiny_pair_f32).read_text())["key"] == profile_key(tiny_pair_f32)
     # the shared schema: what it is, where, at which precision, for which shape
     assert profile.kind == "measured" and profile.dtype == "float32" and profile.device_name.startswith("CPU, ")
@@ -232,3 +232,17 @@ def test_measuring_in_the_background_runs_once_reports_progress_and_failures(tin
             break
         threading.Event().wait(0.05)
     assert again is not job and again.done and again.error == "RuntimeError: no memory left"
+
+
+def test_a_policy_the_profile_did_not_time_is_priced_at_its_dearest_round_not_as_free():
+    """The shipped reference profile was measured before DFlash2 existed: its rounds are priced at the
+    most expensive timed round's overhead, never as the bare drafter pass (that flattered DFlash2's
+    modelled speed-up); the oracle, a bound nobody times, stays at the drafter pass."""
+    from taps.cost_model import LatencyProfile
+
+    profile = LatencyProfile(sizes=[1, 2, 4], verify_s=[0.01, 0.011, 0.012], draft_s=0.001, device="cpu",
+                             pair="p", context_length=64, ar_step_s=0.009,
+                             overhead_s={"dflash": 0.002, "taps/online": 0.003})
+    assert profile.overhead("dflash") == 0.002
+    assert profile.overhead("dflash2") == 0.003
+    assert profile.overhead("oracle") == 0.001 and profile.overhead(None) == 0.001

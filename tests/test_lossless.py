@@ -14,7 +14,7 @@ from taps import DecodeSession, greedy_continuation, sample_continuation
 
 BUDGETS = (1, 2, 8, 32, 64)
 RUNS = [("dflash", "marginal"), ("ddtree", "marginal"), ("taps", "marginal"), ("taps", "online"),
-        ("oracle", "marginal"), ("ar", "marginal")]
+        ("oracle", "marginal"), ("ar", "marginal"), ("dflash2", "marginal")]   # the tiny pair has a path selector
 NEW_TOKENS = 24
 
 prompts = st.lists(st.integers(min_value=2, max_value=95), min_size=1, max_size=40)
@@ -84,7 +84,7 @@ def test_float32_greedy_is_lossless_on_text(tiny_pair_f32):
     prompt = "def fib(n):\n    return"
     ids = tiny_pair_f32.tokenizer.encode(prompt, add_special_tokens=False)
     reference = greedy_continuation(tiny_pair_f32, ids, NEW_TOKENS)
-    for selector in ("dflash", "ddtree", "taps"):
+    for selector in ("dflash", "ddtree", "taps", "dflash2"):
         session = DecodeSession(tiny_pair_f32, prompt, selector=selector, budget=32,
                                 max_new_tokens=NEW_TOKENS, stop_at_eos=False)
         session.run()

@@ -48,6 +48,17 @@ def test_registering_adds_it_everywhere_a_policy_is_listed(twin):
         register(Policy("twin", "Another", "#000000", "circle"))
 
 
+def test_every_registered_policy_looks_apart_and_has_its_selector():
+    """The built-ins (DFlash2 among them) each have a colour, a marker and a bar pattern of their own,
+    and a Selector class that names them."""
+    assert {"ar", "dflash", "ddtree", "taps", "oracle", "dflash2"} <= set(names())
+    for what in ("colour", "symbol", "pattern"):
+        values = [getattr(p, what) for p in REGISTRY.values()]
+        assert len(set(values)) == len(values), what
+    for name in names():
+        assert make_selector(name).policy is REGISTRY[name]
+
+
 def test_the_toy_policy_is_lossless(twin, tiny_pair):
     from taps import DecodeSession
 

@@ -17,6 +17,7 @@ import pytest
 
 from taps import DecodeSession, greedy_continuation, load_pair
 from taps.pair import default_pair_path
+from taps.policies import policy
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "assets" / "examples" / "prompts.jsonl"
 CANDIDATE = os.environ.get("TAPS_CANDIDATE_PAIR", "").strip()
@@ -66,7 +67,10 @@ def test_shipped_pair_lossless_every_selector(shipped, part, budget):
         ids = shipped.tokenizer.encode(prompt, add_special_tokens=False)
         reference = greedy_continuation(shipped, ids, 64)
         for selector, estimator in [("dflash", "marginal"), ("ddtree", "marginal"), ("taps", "marginal"),
-                                    ("taps", "online"), ("taps", "learned"), ("oracle", "marginal")]:
+                                    ("taps", "online"), ("taps", "learned"), ("oracle", "marginal"),
+                                    ("dflash2", "marginal")]:
+            if not policy(selector).runs_on(shipped):      # a candidate pair without a DFlash2 path selector
+                continue
             for mode in (("cost", "reach", "utility") if selector == "taps" else ("cost",)):
                 s = DecodeSession(shipped, prompt, selector=selector, estimator=estimator, budget=budget,
                                   max_new_tokens=64, stop_at_eos=False, taps_mode=mode,

@@ -15,6 +15,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
 from taps.drafter import DFlashDrafter, drafter_config
+from taps.path_selector import PathSelector, PathSelectorConfig
 
 CHARS = string.ascii_letters + string.digits + string.punctuation + " \n"
 
@@ -40,7 +41,8 @@ def _scale(module: torch.nn.Module, std: float, seed: int) -> None:
 
 def build_tiny_pair(folder: Path, block_size: int = 8, seed: int = 0, hidden: int = 32,
                     target_layers: int = 4, drafter_layers: int = 2, max_positions: int = 256) -> Path:
-    """Write target/ (model + tokenizer), drafter/ and pair.json under `folder`; return it."""
+    """Write target/ (model + tokenizer), drafter/, selector/ (a random DFlash2 path selector, scaled
+    so that its walks leave the drafter's argmax now and then) and pair.json under `folder`; return it."""
     tokenizer = tiny_tokenizer()
     torch.manual_seed(seed)
     config = Qwen3Config(vocab_size=len(tokenizer) + 4, hidden_size=hidden, intermediate_size=2 * hidden,
@@ -56,5 +58,9 @@ def build_tiny_pair(folder: Path, block_size: int = 8, seed: int = 0, hidden: in
     target.save_pretrained(folder / "target")
     tokenizer.save_pretrained(folder / "target")
     drafter.save_pretrained(folder / "drafter")
-    (folder / "pair.json").write_text('{"name": "tiny-random", "target": "target", "drafter": "drafter"}')
+    torch.manual_seed(seed + 2)
+    PathSelector(PathSelectorConfig(vocab_size=config.vocab_size, hidden_size=hidden, selector_rank=8),
+                 init_std=0.5).save_pretrained(folder / "selector")
+    (folder / "pair.json").write_text('{"name": "tiny-random", "target": "target", "drafter": "drafter", '
+                                      '"selector": "selector"}')
     return folder

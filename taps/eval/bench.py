@@ -171,11 +171,13 @@ def _plan(args) -> _Plan:
     """Check the arguments, load the pair, plan the jobs and pick the prompts, before any run."""
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}")
-    unknown = [s for s in args.selectors if s not in REGISTRY]
+    unknown = [s for s in args.selectors or () if s not in REGISTRY]
     if unknown:
         raise ValueError(f"unknown selector '{unknown[0]}': choose from {', '.join(names())}")
     suite, prompts = suite_prompts(args.suite, args.prompts)
     pair = load_from_args(args)
+    if not args.selectors:          # every policy this pair can run (DFlash2 needs a path selector)
+        args.selectors = [name for name, entry in REGISTRY.items() if entry.runs_on(pair)]
     config = decode_config(args, taps_mode=args.taps_mode[0], ddtree_mode=args.ddtree_mode[0])
     estimators = args.estimators or ["marginal", "online"] + (["learned"] if pair.scorer is not None else [])
     modes = {p.name: getattr(args, p.size_field) for p in REGISTRY.values() if p.size_field}
@@ -345,8 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_chat_argument(parser)
     parser.add_argument("--strict", action="store_true",
                         help="rerun a run that left AR's tokens at a low-precision near-tie in float32 (taps.verdict)")
-    parser.add_argument("--selectors", type=_csv(str), default=list(names()),
-                        help="AR always runs alongside, as the baseline of every speed-up")
+    parser.add_argument("--selectors", type=_csv(str), default=None,
+                        help="AR always runs alongside, as the baseline of every speed-up (default: every "
+                             "registered policy the pair can run)")
     parser.add_argument("--estimators", type=_csv(str), default=None,
                         help="TAPS estimators (default: marginal,online, plus learned when the pair has a scorer)")
     parser.add_argument("--budgets", type=_csv(int), default=[8, 16, 32, 64, 128])

@@ -32,6 +32,8 @@ def add_pair_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target model folder or hub id (overrides the pair's)")
     p.add_argument("--drafter", help="drafter folder or hub id (overrides the pair's)")
     p.add_argument("--scorer", help="TAPS scorer folder (overrides the pair's)")
+    p.add_argument("--path-selector", help="DFlash2 path selector folder (overrides the pair's selector/, which "
+                                           "--drafter drops: it was trained for the pair's own drafter)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: float32 on CPU, "
                                                   "bfloat16 on CUDA)")
@@ -62,7 +64,8 @@ def load_from_args(args):
     from ..pair import load_pair
 
     return load_pair(args.pair, target=args.target, drafter=args.drafter, scorer=args.scorer,
-                     device=args.device, dtype=args.dtype, drafter_precision=args.drafter_precision)
+                     selector=getattr(args, "path_selector", None), device=args.device, dtype=args.dtype,
+                     drafter_precision=args.drafter_precision)
 
 
 def load_profile(args, pair=None, configs=()):
@@ -126,14 +129,15 @@ def cmd_compare(args) -> int:
         prompts = [{"id": "prompt", "prompt": args.prompt}]
     else:
         raise ValueError("give --prompt or --prompt-file")
+    for name in args.selectors or ():
+        policy(name)              # a clear message for an unknown name
     pair = load_from_args(args)
     if args.chat:
         prompts = chat_format(prompts, pair.tokenizer, pair.name)
     config = decode_config(args)
     estimators = args.estimators or ["marginal", "online"] + (["learned"] if pair.scorer is not None else [])
-    for name in args.selectors:
-        policy(name)              # a clear message for an unknown name
-    jobs = plan_jobs(args.selectors, args.budgets, estimators)
+    selectors = args.selectors or [name for name in names() if policy(name).runs_on(pair)]
+    jobs = plan_jobs(selectors, args.budgets, estimators)
     for job in jobs:   # validate every setting before spending time
         job.settings(config).validate(pair)
     warm_up(pair, config)
@@ -176,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--prompt")
     cmp.add_argument("--prompt-file", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line")
     add_chat_argument(cmp)
-    cmp.add_argument("--selectors", type=_csv(str), default=list(names()))
+    cmp.add_argument("--selectors", type=_csv(str), default=None,
+                     help="default: every registered policy the pair can run (DFlash2 needs a path selector)")
     cmp.add_argument("--estimators", type=_csv(str), default=None,
                      help="for taps (default: marginal,online, plus learned when the pair has a scorer)")
     cmp.add_argument("--budgets", type=_csv(int), default=[8, 16, 32, 64])

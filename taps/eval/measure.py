@@ -140,7 +140,7 @@ def policies(pair) -> list[tuple[str, str]]:
     """(selector, estimator) of every policy this pair can run."""
     out = []
     for entry in REGISTRY.values():
-        if entry.hindsight or (entry.needs_drafter and pair.drafter is None):
+        if entry.hindsight or not entry.runs_on(pair):
             continue
         estimators = ESTIMATORS if entry.uses_estimator else ("marginal",)
         out += [(entry.name, e) for e in estimators if e != "learned" or pair.scorer is not None]

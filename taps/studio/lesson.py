@@ -9,7 +9,7 @@ from typing import Mapping
 import numpy as np
 
 from ..config import run_label
-from ..policies import DFLASH, ORACLE, TAPS, policy
+from ..policies import DFLASH, DFLASH2, ORACLE, TAPS, policy
 from ..record import STAGES, Round
 from .failures import display_name, visible_text
 
@@ -76,6 +76,9 @@ def size_explanation(record: Round, config: Mapping | None) -> str:
                 "its cost.")
     if record.selector == DFLASH.name:
         return f"DFlash verifies one path: {_nodes(record.verified_nodes)}, as deep as the drafter drafted."
+    if record.selector == DFLASH2.name:
+        return (f"DFlash2 verifies one path, {_nodes(record.verified_nodes)}: at each depth the candidate its path "
+                "selector scores best after the one before, not always the drafter's own favourite.")
     if record.selector == ORACLE.name:
         return f"The oracle verifies only the target's own path inside the lattice: {_nodes(record.verified_nodes)}."
     return f"{name} verified {_nodes(record.verified_nodes)} of a budget of {record.budget}."
@@ -106,6 +109,10 @@ def stage_sentence(record: Round, stage: str, config: Mapping | None = None) -> 
         return (f"Paths through those tokens make a candidate tree of {_nodes(pool)}, {depth} deep "
                 f"({_ms(record.timings.get('pool', 0.0))}).")
     if stage == "estimate":
+        if record.selector == DFLASH2.name:
+            return ("DFlash2's path selector scores each depth's top candidates given the one chosen before it "
+                    "(the drafter's own score plus a learned pair term), and walks the best path: its score is "
+                    f"the walk's probability ({took}).")
         if policy(record.selector).uses_estimator and record.estimator != "marginal":
             return (f"The {record.estimator} estimator scores every candidate by its reach: the chance the target "
                     f"accepts its whole path ({took}).")

@@ -9,6 +9,7 @@ Stages, run in order with ``python -m taps.train <stage> --out runs/pair``:
    ``unloop``    - optional: unlikelihood fine-tuning against its own greedy loops (``unloop.py``).
 3. ``drafter``   - the diffusion drafter (``drafter.py``).
 4. ``scorer``    - the TAPS path-conditioned scorer (``scorer.py``).
+   ``path_selector`` - DFlash2's path selector for the drafter (``path_selector.py``; optional).
 5. ``package``   - copy a run into ``assets/models/<name>`` (``package.py``).
 
 The corpus and the train/validation/held-out splits live in ``data.py``.

@@ -1,5 +1,5 @@
 """Command line for the training stages: ``python -m taps.train <stage>``, one of tokenizer, target,
-unloop, drafter, scorer, calibrate and package.
+unloop, drafter, scorer, calibrate, path_selector and package.
 
 Each stage is a module ``taps.train.<stage>`` exposing ``add_arguments(parser)`` and
 ``main(args)``. A stage that refuses to go on (a `TrainError`, `ValueError` or `FileNotFoundError`:
@@ -31,6 +31,7 @@ STAGES: dict[str, str] = {
     "drafter": "diffusion drafter trained against the target",
     "scorer": "TAPS path-conditioned scorer trained on target-verified pools",
     "calibrate": "reach calibration per estimator and temperature, fitted on validation pools, saved with the scorer",
+    "path_selector": "DFlash2's path selector (the dflash2 policy) for a trained drafter, drafter and target frozen",
     "package": "copy a trained run into assets/models/<name> as a shippable pair",
 }
 

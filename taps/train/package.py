@@ -1,7 +1,8 @@
 """Stage 5: package a trained run folder as a shippable pair under assets/models/<name>/.
 
-Copies the target (weights, config, tokenizer), the drafter and the scorer with their training
-logs, writes `pair.json`, and checks that the result loads with `taps.load_pair`.
+Copies the target (weights, config, tokenizer), the drafter, the scorer and the DFlash2 path
+selector (when the run has one) with their training logs, writes `pair.json`, and checks that the
+result loads with `taps.load_pair`.
 
     python -m taps.train package --out runs/pair --name taps-code-10m
 """
@@ -21,7 +22,9 @@ PARTS = {
                "unloop_log.json"],
     "drafter": ["config.json", "model.safetensors", "training_log.json"],
     "scorer": ["config.json", "model.safetensors", "training_log.json"],
+    "selector": ["config.json", "model.safetensors", "training_log.json"],
 }
+OPTIONAL = ("scorer", "selector")
 
 
 def package(run: Path, dest: Path, name: str) -> Path:
@@ -30,7 +33,7 @@ def package(run: Path, dest: Path, name: str) -> Path:
     for part, files in PARTS.items():
         src = run / part
         if not src.is_dir():
-            if part == "scorer":
+            if part in OPTIONAL:
                 continue
             raise FileNotFoundError(f"{src} is missing: run the {part} stage first")
         (dest / part).mkdir(exist_ok=True)

@@ -7,7 +7,7 @@ import streamlit as st
 
 from app_pages import common as ui
 from taps.eval.prompts import humaneval_prompts, parse_prompt_text
-from taps.policies import DDTREE, ORACLE, TAPS
+from taps.policies import DDTREE, DFLASH2, ORACLE, TAPS
 from taps.studio import figures
 from taps.studio.app_state import profile_needed
 from taps.studio.failures import KINDS, checked_summary, display_name, find_failures
@@ -29,7 +29,8 @@ if not on_stage:                # presenter mode: the top bar names the page; th
 state.setdefault("fail_source", SOURCES[0])
 state.setdefault("fail_limit", 5)
 state.setdefault("fail_waste_threshold", 0.5)
-ui.keep("fail_source", "fail_text", "fail_limit", "fail_waste_threshold", "fail_kind", "fail_oracle")
+ui.keep("fail_source", "fail_text", "fail_limit", "fail_waste_threshold", "fail_kind", "fail_oracle",
+        "fail_dflash2")
 settings_box = ui.settings_area("Prompts and settings")
 with settings_box:
     source = st.radio("Prompts", SOURCES, horizontal=True, key="fail_source", help=INTRO if on_stage else None)
@@ -50,6 +51,10 @@ with settings_box:
     with_oracle = st.checkbox("Also flag rounds below the oracle", key="fail_oracle",
                               help="The oracle knows the target's tokens (hindsight), so TAPS is below it in most "
                                    "rounds: a kind to ask for, not a default")
+    with_dflash2 = DFLASH2.runs_on(pair) and st.checkbox(
+        "Also flag rounds below DFlash2", key="fail_dflash2",
+        help="DFlash2's chain, its path selector walking the drafter's top candidates, run from the same position: "
+             "where one well-chosen path beat TAPS's tree")
 
 
 def gather_prompts() -> list[dict]:
@@ -94,9 +99,9 @@ if find_area.button("Find failures", key="fail_btn", type="primary"):
             bar.progress(done / total, text=f"{done} of {total} prompts · {name}")
 
         with decode_service().held(on_wait=ui.queue_notice(bar)):
-            report = find_failures(pair, prompts, config, compare=(DDTREE.name, ORACLE.name) if with_oracle
-                                   else (DDTREE.name,), waste_threshold=float(threshold), on_progress=tick,
-                                   profile=profile)
+            compare = (DDTREE.name, *([DFLASH2.name] if with_dflash2 else []), *([ORACLE.name] if with_oracle else []))
+            report = find_failures(pair, prompts, config, compare=compare, waste_threshold=float(threshold),
+                                   on_progress=tick, profile=profile)
         state["fail_report"] = report
         state["fail_report_id"] = state.get("fail_report_id", 0) + 1
         state["fail_report_source"] = source

@@ -700,3 +700,39 @@ def test_tradeoff_labels_never_share_a_spot():
     dflash = next(t for t in fig.data if t.name == "dflash")
     assert list(dflash.text) == ["4–64"]
     assert len({t.textposition for t in fig.data}) == len(fig.data)
+
+
+def test_failure_cases_can_compare_with_dflash2(tiny_pair_f32):
+    """TAPS below DFlash2 is a kind (issue 50): DFlash2's chain from the same position, its cases
+    ranked after DDTree's, the tokens lost to it in the row."""
+    prompts = [{"id": "a", "prompt": "def g(y):"}, {"id": "c", "prompt": "for i in"}]
+    config = DecodeConfig(selector="taps", budget=8, max_new_tokens=16, estimator="marginal", taps_mode="reach")
+    report = find_failures(tiny_pair_f32, prompts, config, compare=("ddtree", "dflash2"), waste_threshold=0.3)
+    assert report.kinds == ["ddtree", "dflash2", "waste"]
+    for case in report.cases:
+        assert set(case.others) == {"ddtree", "dflash2"}
+        other = case.others["dflash2"]
+        assert other is None or other.selector == "dflash2"
+        if "dflash2" in case.kinds:
+            assert len(other.accepted) > len(case.taps_round.accepted)
+        assert case.row()["tokens lost to DFlash2"] == case.lost_to("dflash2")
+    keys = [(-c.lost_to("ddtree"), -c.lost_to("dflash2")) for c in report.cases]
+    assert keys == sorted(keys)
+
+
+def test_candidate_recall_counts_the_targets_token_among_the_drafters_candidates(tiny_pair_f32):
+    """recall@1 <= recall@K per depth, both read off the rounds' pools against the decoded sequence;
+    at depth 1 an accepted first node is the drafter's candidate by construction."""
+    from taps.eval.metrics import candidate_recall
+
+    config = DecodeConfig(selector="ddtree", budget=16, max_new_tokens=24)
+    session = DecodeSession(tiny_pair_f32, "def g(y):", config)
+    session.run()
+    table = candidate_recall(session.rounds, session.tokens, depths=4, ks=(1, 4, 16))
+    assert [row["depth"] for row in table] == [1, 2, 3, 4]
+    for row in table:
+        if row["rounds"]:
+            assert 0 <= row["recall@1"] <= row["recall@4"] <= row["recall@16"] <= 1
+    first = table[0]
+    accepted_first = sum(1 for r in session.rounds if r.accepted)
+    assert first["recall@16"] * first["rounds"] >= accepted_first

@@ -156,3 +156,32 @@ def modelled_speedup(rounds: list[Round], profile) -> dict:
     ar_step = float(profile.round_time(AR.run_label(), 0))
     return {"tau": tau, "round_s": round_s, "ar_step_s": ar_step, "tokens_per_s": tau / round_s if round_s else 0.0,
             "speedup": tau * ar_step / round_s if round_s else float("nan")}
+
+
+def candidate_recall(rounds: list[Round], tokens: list[int], depths: int = 5,
+                     ks: tuple[int, ...] = (1, 16)) -> list[dict]:
+    """The selection headroom per draft depth (issue 50): over the rounds, how often the target's own
+    token at depth d (`tokens`, the whole sequence the run decoded: prompt and output, so position
+    start + d) was the drafter's top-1 there, and how often it was among the pool's candidates of
+    drafter rank < k at that depth. A chain that follows the drafter's argmax can only take the
+    first; a path selector or a tree can take the gap up to the second. Rounds whose depth d lies
+    past the decoded sequence are not counted at d."""
+    out = []
+    for depth in range(1, depths + 1):
+        seen = 0
+        hits = dict.fromkeys(ks, 0)
+        for record in rounds:
+            position = record.start + depth
+            if position >= len(tokens):
+                continue
+            at = [(rank, token) for token, d, rank in zip(record.pool_tokens, record.pool_depths, record.pool_ranks)
+                  if d == depth]
+            if not at:
+                continue
+            seen += 1
+            truth = tokens[position]
+            for k in ks:
+                hits[k] += any(token == truth and rank < k for rank, token in at)
+        out.append({"depth": depth, "rounds": seen,
+                    **{f"recall@{k}": hits[k] / seen if seen else None for k in ks}})
+    return out

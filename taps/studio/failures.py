@@ -20,13 +20,14 @@ from typing import Callable
 import numpy as np
 
 from ..config import DecodeConfig
-from ..policies import DDTREE, ORACLE, REGISTRY, TAPS, policy
+from ..policies import DDTREE, DFLASH2, ORACLE, REGISTRY, TAPS, policy
 from ..record import Round
 from ..selectors import top_by_reach
 
 SCORES = {"marginal": "pool_path_marginal", "reach": "pool_reach"}
 # what a flagged round is, as the page's filter names it (a case can be several)
-KINDS = {DDTREE.name: "TAPS below DDTree", ORACLE.name: "TAPS below the oracle", "waste": "mostly waste"}
+KINDS = {DDTREE.name: "TAPS below DDTree", DFLASH2.name: "TAPS below DFlash2", ORACLE.name: "TAPS below the oracle",
+         "waste": "mostly waste"}
 
 
 def target_tokens(record: Round) -> list[int]:
@@ -199,7 +200,8 @@ class FailureCase:
     def rank_key(self) -> tuple:
         """Worst first, as a researcher reads them: rounds below DDTree by the tokens lost to it, then
         below the oracle (when compared), then by waste; ties in run order."""
-        return (-self.lost_to(DDTREE.name), -self.lost_to(ORACLE.name), -self.waste_share, self.prompt_id,
+        return (-self.lost_to(DDTREE.name), -self.lost_to(DFLASH2.name), -self.lost_to(ORACLE.name), -self.waste_share,
+                self.prompt_id,
                 self.taps_round.index)
 
     def row(self) -> dict:
@@ -208,8 +210,9 @@ class FailureCase:
                "TAPS verified": r.verified_nodes}
         for name, other in self.others.items():
             row[f"{display_name(name, capital=True)} accepted"] = len(other.accepted) if other is not None else None
-        if DDTREE.name in self.others:
-            row["tokens lost to DDTree"] = self.lost_to(DDTREE.name)
+        for name in (DDTREE.name, DFLASH2.name):
+            if name in self.others:
+                row[f"tokens lost to {policy(name).label}"] = self.lost_to(name)
         row.update({"waste %": round(100 * self.waste_share, 1), "why": self.explanation})
         return row
 

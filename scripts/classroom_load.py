@@ -114,6 +114,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def browser_cpu_seconds() -> float:
+    """The CPU time every Chromium process on this machine has used so far (the pages' own work:
+    parsing, layout, drawing the figures), to set beside the server's."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if "chrom" in (entry / "comm").read_text():
+                total += cpu_seconds(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 @contextmanager
 def sampled(pid: int, out: Path | None):
     """py-spy sampling every thread of the server while the Steps run, as collapsed stacks in `out`
@@ -305,7 +320,7 @@ def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, e
             page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for()
         latencies, errors, differ, page_steps = [], 0, 0, 0
         rng = random.Random(count * 7 + steps)
-        cpu_before = sum(cpu_seconds(pid) for pid in pids)
+        cpu_before, browser_before = sum(cpu_seconds(pid) for pid in pids), browser_cpu_seconds()
         spy = sampled(pids[0], profile)
         spy.__enter__()
         for number in range(1, steps + 1):
@@ -331,6 +346,7 @@ def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, e
         for page in pages:
             page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for()
         cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
+        browser_cpu = browser_cpu_seconds() - browser_before
         spy.__exit__(None, None, None)
         peak = rss.stop()
         for context in contexts:
@@ -341,19 +357,22 @@ def scenario(browser, pair: str, count: int, mode: str, pace: str, steps: int, e
     return {"pages": count, "replicas": replicas, "mode": mode, "pace": pace, "steps": steps, "latency_median_s": statistics.median(latencies),
             "latency_p95_s": p95, "latency_max_s": latencies[-1], "pages_with_errors": errors, "rounds_differing": differ,
             "peak_rss_mb": peak / 2**20, "server_cpu_per_page_step_s": cpu / max(page_steps, 1),
+            "browser_cpu_per_page_step_s": browser_cpu / max(page_steps, 1),
             "open_median_s": statistics.median(opens), "open_max_s": max(opens), "runs_opened": len(re.findall(r"link \w+: opened", text)),
             "rounds_decoded": len(re.findall(r"link \w+: decoded round", text))}
 
 
 def table(rows: list[dict]) -> str:
     head = ("| pages | replicas | link | Steps | open median / max (s) | latency median / p95 / max (s) | server CPU per "
-            "page-Step (s) | pages with errors | rounds differing | runs opened | rounds decoded | peak RSS (MB) |\n"
-            "|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+            "page-Step (s) | browsers' CPU per page-Step (s) | pages with errors | rounds differing | runs opened | "
+            "rounds decoded | peak RSS (MB) |\n"
+            "|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
     return head + "".join(
         f"| {r['pages']} | {r.get('replicas', 1)} | {'one link' if r['mode'] == 'link' else 'distinct prompts'} | {r['steps']} x {r['pace']} | "
         f"{r['open_median_s']:.1f} / {r['open_max_s']:.1f} | "
         f"{r['latency_median_s']:.2f} / {r['latency_p95_s']:.2f} / {r['latency_max_s']:.2f} | "
-        f"{r['server_cpu_per_page_step_s']:.3f} | {r['pages_with_errors']} | "
+        f"{r['server_cpu_per_page_step_s']:.3f} | {r.get('browser_cpu_per_page_step_s', float('nan')):.2f} | "
+        f"{r['pages_with_errors']} | "
         f"{r['rounds_differing']} | {r['runs_opened']} | {r['rounds_decoded']} | {r['peak_rss_mb']:.0f} |\n"
         for r in rows)
 

@@ -28,13 +28,14 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+from serve_class import port_free, wait_healthy  # noqa: E402  (this folder's class server)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -88,17 +89,10 @@ def app_server(pair: str, cache: Path, log: Path):
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.time() + 120
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                        if reply.read().strip() == b"ok":
-                            break
-                except OSError:
-                    pass
-                if process.poll() is not None or time.time() > deadline:
-                    raise RuntimeError("the app did not start:\n" + log.read_text()[-3000:])
-                time.sleep(0.5)
+            try:
+                wait_healthy(url, process, 120)
+            except RuntimeError as exc:
+                raise RuntimeError(f"{exc}:\n" + log.read_text()[-3000:]) from None
             yield url, process
         finally:
             process.terminate()
@@ -178,13 +172,12 @@ def top_functions(stacks: Path, count: int = 25) -> str:
 def class_server(pair: str, cache: Path, folder: Path, replicas: int):
     """scripts/serve_class.py's server (`replicas` processes behind nginx) on free loopback ports,
     with a lecturer password of its own; yields (url, the processes' pids, their logs)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
     from serve_class import ClassServer
 
     secrets_file = folder / "secrets.toml"
     secrets_file.write_text('lecturer_password = "classroom-load"\n')
     port = free_port()
-    while any(not _port_free(port + n) for n in range(replicas + 1)):
+    while any(not port_free(port + n) for n in range(replicas + 1)):
         port = free_port()
     logs = folder / f"logs-{port}"
     logs.mkdir()
@@ -194,15 +187,6 @@ def class_server(pair: str, cache: Path, folder: Path, replicas: int):
         yield url, server.pids(), [logs / f"app-{port + 1 + n}.log" for n in range(replicas)]
     finally:
         server.stop()
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 @contextmanager

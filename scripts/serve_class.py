@@ -23,6 +23,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -83,6 +84,16 @@ def lecturer_password(path: Path = SECRETS) -> tuple[str, bool]:
     path.write_text(text + ("\n" if text and not text.endswith("\n") else "") + f'lecturer_password = "{made}"\n')
     path.chmod(0o600)
     return made, True
+
+
+def port_free(port: int) -> bool:
+    """Whether nothing listens on (or holds) this loopback port."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
 
 
 def wait_healthy(url: str, process: subprocess.Popen, seconds: float = 180) -> None:

@@ -29,18 +29,9 @@ def free_port_pair() -> int:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        if port + 2 < 65535 and all(_free(port + n) for n in (1, 2)):
+        if port + 2 < 65535 and all(serve_class.port_free(port + n) for n in (1, 2)):
             return port
     pytest.fail("no three free ports in a row")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 def test_a_password_is_made_once_and_kept(tmp_path):

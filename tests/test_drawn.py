@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("streamlit", reason="the app's packages are not installed (a bare GPU server)")
 import test_app  # noqa: E402
+import test_link_pages  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from taps.studio.drawn import DrawnFigures, drawn_figures, figure_key  # noqa: E402
@@ -23,12 +24,7 @@ fresh_runs = test_app.fresh_runs
 
 
 def open_link(**params) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.switch_page("app_pages/1_Step_through.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return test_link_pages.open_page("1_Step_through.py", **params)
 
 
 def tree_spec(at: AppTest) -> str:

@@ -21,6 +21,7 @@ import json
 import os
 import random
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -130,6 +131,8 @@ def sampled(pid: int, out: Path | None):
     if out is None:
         yield
         return
+    if shutil.which("py-spy") is None:
+        raise SystemExit("--profile samples the server with py-spy: pip install py-spy")
     spy = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--rate", "200", "--format", "raw", "--nonblocking",
                             "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)

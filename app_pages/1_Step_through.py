@@ -273,11 +273,13 @@ def say(message, notice: str) -> None:
     without the end-of-run sentence the caption under it says anyway."""
     if compact:
         state.setdefault("_step_notices", []).append(notice)
-        return
-    if ctrl.finished:
-        notice = notice.replace(ctrl.stop_text(), "").strip()
-    if notice:
-        message.info(notice)
+    elif shown := without_stop(notice):
+        message.info(shown)
+
+
+def without_stop(notice: str) -> str:
+    """A notice less the end-of-run sentence (`stop_text`), which the page says once elsewhere."""
+    return notice.replace(ctrl.stop_text(), "").strip() if ctrl.finished else notice
 
 
 def waiting():
@@ -379,9 +381,8 @@ def run_panel_locked() -> None:
         st.info(f"Viewing a saved run ({len(rounds)} rounds, pair {ctrl.saved.pair_name}). Its timings were "
                 f"measured where it ran. {ctrl.what_next_step_does(pair, prompt, config, profile)}")
     else:
-        ahead = ctrl.what_next_step_does(pair, prompt, config, profile) or (ctrl.finished and ctrl.stop_text()) or ""
-        stop = ctrl.stop_text() if ctrl.finished else ""
-        said = [n.replace(stop, "").strip() if stop else n for n in state.pop("_step_notices", [])]
+        ahead = ctrl.what_next_step_does(pair, prompt, config, profile) or ctrl.stop_text()
+        said = [without_stop(notice) for notice in state.pop("_step_notices", [])]
         text = " ".join(dict.fromkeys(part for part in [*said, ahead] if part))
         if text and compact:         # one line, whose room the tree's figure leaves (NOTE_PX): a box and a line
             message.caption(text)    # below it pushed the tree's axis off a 1280x720 window

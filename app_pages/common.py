@@ -253,20 +253,23 @@ def round_chart(record, view: tuple, build, key: str, **options) -> None:
     on one link: `taps.studio.drawn`) and in this page's theme; `view` holds everything the figure
     depends on besides the round, `build()` makes it."""
     from taps.studio.drawn import drawn_figures, figure_key
-    from taps.studio.figures import PLOT_CONFIG
     from taps.studio.figures.style import apply_theme
 
     dark = dark_theme()
-    figure = drawn_figures().get(record, figure_key(*view, dark), lambda: apply_theme(build(), dark))
-    st.plotly_chart(figure, key=key, theme=None, config=options.pop("config", PLOT_CONFIG), **options)
+    _plot(drawn_figures().get(record, figure_key(*view, dark), lambda: apply_theme(build(), dark)), key, options)
 
 
 def chart(fig, key: str, **options) -> None:
-    from taps.studio.figures import PLOT_CONFIG
     from taps.studio.figures.style import apply_theme
 
-    st.plotly_chart(apply_theme(fig, dark_theme()), key=key, theme=None, config=options.pop("config", PLOT_CONFIG),
-                    **options)
+    _plot(apply_theme(fig, dark_theme()), key, options)
+
+
+def _plot(fig, key: str, options: dict) -> None:
+    """A themed figure on the page, with the app's plotly config unless `options` gives one."""
+    from taps.studio.figures import PLOT_CONFIG
+
+    st.plotly_chart(fig, key=key, theme=None, config=options.pop("config", PLOT_CONFIG), **options)
 
 
 # ---------------------------------------------------------------------------- the lecturer

@@ -53,13 +53,11 @@ def load_pair_from_source(source: str, device: str = "auto", roots: tuple[Path, 
     text = source.strip()
     if not text:
         return load_pair(None, device=device)
+    parts = _source_parts(text)
     if roots is not None:
-        return _load_within(text, device, roots)
-    if "+" in text:
-        target, _, drafter = (part.strip() for part in text.partition("+"))
-        if not target or not drafter:
-            raise PairError("write a target and a drafter as `TARGET + DRAFTER` (folders or hub ids)")
-        return load_pair(None, target=target, drafter=drafter, device=device)
+        return _load_within(text, parts, device, roots)
+    if len(parts) == 2:
+        return _load_parts(parts, device)
     path = Path(text).expanduser()
     if path.is_dir():
         return load_pair(path, device=device)
@@ -69,13 +67,28 @@ def load_pair_from_source(source: str, device: str = "auto", roots: tuple[Path, 
                     "(owner/name)")
 
 
-def _load_within(text: str, device: str, roots: tuple[Path, ...]) -> ModelPair:
-    """`load_pair_from_source` on a class server: each part an allowed folder or a hub id."""
-    from .lecturer import allowed_folder, clean_message, not_allowed
-
+def _source_parts(text: str) -> list[str]:
+    """What was typed, as one source or as `TARGET + DRAFTER`'s two."""
     parts = [part.strip() for part in text.partition("+")[::2]] if "+" in text else [text]
     if not all(parts):
         raise PairError("write a target and a drafter as `TARGET + DRAFTER` (folders or hub ids)")
+    return parts
+
+
+def _load_parts(parts: list, device: str) -> ModelPair:
+    """A pair from resolved parts: a target and a drafter (folders or hub ids), a pair folder (a
+    Path), or a target hub id."""
+    if len(parts) == 2:
+        return load_pair(None, target=str(parts[0]), drafter=str(parts[1]), device=device)
+    if isinstance(parts[0], Path):
+        return load_pair(parts[0], device=device)
+    return load_pair(None, target=parts[0], device=device)
+
+
+def _load_within(text: str, parts: list[str], device: str, roots: tuple[Path, ...]) -> ModelPair:
+    """`load_pair_from_source` on a class server: each part an allowed folder or a hub id."""
+    from .lecturer import allowed_folder, clean_message, not_allowed
+
     resolved, folders = [], []
     for part in parts:
         folder = allowed_folder(part, roots)
@@ -87,11 +100,7 @@ def _load_within(text: str, device: str, roots: tuple[Path, ...]) -> ModelPair:
         else:
             raise not_allowed(part)
     try:
-        if len(resolved) == 2:
-            return load_pair(None, target=str(resolved[0]), drafter=str(resolved[1]), device=device)
-        if isinstance(resolved[0], Path):
-            return load_pair(resolved[0], device=device)
-        return load_pair(None, target=resolved[0], device=device)
+        return _load_parts(resolved, device)
     except PairError as exc:
         if not folders:                       # a hub id: what the hub said stays in the server's log
             logging.getLogger("taps.serve").warning("could not load %r from the hub: %s", text, exc)

@@ -117,9 +117,7 @@ def not_allowed(text: str) -> PairError:
                      "pair_roots in its secrets) and hub ids it can download (its log says why one failed)")
 
 
-def clean_message(message: str, typed: str, folder: Path | None) -> str:
-    """A pair error with the server's path of the folder replaced by what the person typed."""
-    if folder is not None:
-        for text in {str(folder), str(folder.resolve())}:
-            message = message.replace(text, typed)
-    return message
+def clean_message(message: str, typed: str, folder: Path) -> str:
+    """A pair error with the server's path of the folder (`allowed_folder`'s, resolved) replaced by
+    what the person typed."""
+    return message.replace(str(folder), typed)

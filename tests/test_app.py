@@ -5,6 +5,7 @@ as a clear message with the page still usable."""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -272,24 +273,42 @@ def test_no_saved_profile_is_a_message_not_a_measurement(tiny_pair_dir):
         profile_path(pair).write_text(saved)
 
 
-def test_the_sidebar_measures_a_profile_once_and_sessions_read_it(tiny_pair_dir):
-    import time
-
+@contextmanager
+def no_saved_profile(pair_dir):
+    """The tiny pair with this machine's profile taken away (as before anyone pressed *Measure*) and
+    put back afterwards; yields the pair."""
     from taps.eval.measure import forget_profiles
     from taps.profiles import profile_path
-    from taps.studio import speed
 
-    pair = load_pair_from_source(str(tiny_pair_dir), "auto")
+    pair = load_pair_from_source(str(pair_dir), "auto")
     saved = profile_path(pair).read_text()
     profile_path(pair).unlink()
     forget_profiles()
     try:
+        yield pair
+    finally:
+        profile_path(pair).write_text(saved)
+        forget_profiles()
+
+
+def measured(pair):
+    """The sidebar's background measurement of `pair`, once it has ended."""
+    import time
+
+    from taps.studio import speed
+
+    job = speed.measure_job(pair)
+    while not job.done:
+        time.sleep(0.2)
+    return job
+
+
+def test_the_sidebar_measures_a_profile_once_and_sessions_read_it(tiny_pair_dir):
+    with no_saved_profile(tiny_pair_dir) as pair:
         at = open_page(STEP)
         assert any("No latency profile for tiny-random" in i.value for i in at.sidebar.info)
         at.sidebar.button(key="profile_measure_button").click().run()      # measures in a background thread
-        job = speed.measure_job(pair)
-        while not job.done:
-            time.sleep(0.2)
+        measured(pair)
         at.run()
         assert not at.exception and any("Measured and saved" in s.value for s in at.sidebar.success)
         assert any("trees up to 254 nodes" in c.value for c in at.sidebar.caption)
@@ -297,9 +316,6 @@ def test_the_sidebar_measures_a_profile_once_and_sessions_read_it(tiny_pair_dir)
         session = controller(at).session
         assert not errors(at) and session.profile.source == "measured"
         assert session.profile.key["pair"] == "tiny-random"
-    finally:
-        profile_path(pair).write_text(saved)
-        forget_profiles()
 
 
 def test_block_size_starts_at_the_drafters_own():

@@ -20,8 +20,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,6 +28,9 @@ import pytest
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from serve_class import wait_healthy  # noqa: E402  (the class server's health wait)
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -77,18 +78,11 @@ def streamlit_server(pair_dir: Path, cache: Path, log: Path):
              "--browser.gatherUsageStats", "false"], cwd=ROOT, env=server_env(pair_dir, cache), stdout=out,
             stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 90
         try:
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                        if reply.read().strip() == b"ok":
-                            break
-                except OSError:
-                    pass
-                if process.poll() is not None or time.time() > deadline:
-                    pytest.fail("streamlit did not start:\n" + log.read_text()[-3000:])
-                time.sleep(0.5)
+            try:
+                wait_healthy(url, process, 90)
+            except RuntimeError:
+                pytest.fail("streamlit did not start:\n" + log.read_text()[-3000:])
             yield url
         finally:
             process.terminate()

@@ -7,7 +7,6 @@ saved...") never shows in another. A lone user (no password configured) keeps ev
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -146,21 +145,11 @@ def test_the_lecturer_loads_pairs_from_the_allowed_roots_only(tmp_path):
 
 @pytest.mark.slow                      # a real measurement of the tiny pair (about 10 s)
 def test_the_lecturers_measurement_is_said_to_the_lecturer_alone(tiny_pair_dir):
-    from taps.eval.measure import forget_profiles
-    from taps.profiles import profile_path
-    from taps.studio import speed
-
-    pair = load_pair_from_source(str(tiny_pair_dir), "auto")
-    saved = profile_path(pair).read_text()
-    profile_path(pair).unlink()
-    forget_profiles()
-    try:
+    with test_app.no_saved_profile(tiny_pair_dir) as pair:
         lecturer = sign_in(open_as(), PASSWORD)
         student = open_as()
         lecturer.sidebar.button(key="profile_measure_button").click().run()
-        job = speed.measure_job(pair)
-        while not job.done:
-            time.sleep(0.2)
+        job = test_app.measured(pair)
         lecturer.run()
         student.run()
         fresh = open_as()
@@ -169,6 +158,3 @@ def test_the_lecturers_measurement_is_said_to_the_lecturer_alone(tiny_pair_dir):
             assert not other.exception
             assert "Measured and saved" not in sidebar_text(other)
             assert "measured by the lecturer" in sidebar_text(other)          # every page sizes from it, and says so
-    finally:
-        profile_path(pair).write_text(saved)
-        forget_profiles()

@@ -3,7 +3,7 @@
     python scripts/app_screenshots.py [--out assets/screenshots] [--pair PATH]
 
 Starts `streamlit run app.py` on a free loopback port (the shipped pair unless --pair), drives it
-with Playwright through Debian's Chromium, and writes one PNG per view. Measures this machine's
+with Playwright through Debian's Chromium, and writes one PNG per view. It measures nothing:
 the runs use the shipped reference profile when this machine has none of its own.
 """
 
@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -66,6 +67,8 @@ def settled(page) -> None:
 def shoot(url: str, out: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
+    from taps.studio.challenges import card
+
     out.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
@@ -100,6 +103,17 @@ def shoot(url: str, out: Path) -> None:
         settled(page)
         page.wait_for_timeout(2500)
         page.screenshot(path=str(out / "marginal-vs-path.png"))
+        page.goto(f"{url}/Step_through?example=fib&round=20&view=tree&presenter=1")     # the run's last round
+        page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
+        settled(page)
+        page.wait_for_timeout(2500)
+        page.screenshot(path=str(out / "last-round-presenter.png"))
+        item = card("taps-below-ddtree")                 # a challenge card's link lands on its answer
+        page.goto(f"{url}/{item.page}?{urlencode(item.params)}")
+        page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
+        settled(page)
+        page.wait_for_timeout(2500)
+        page.screenshot(path=str(out / "card-landing.png"))
 
         # what-if hardware: the sidebar's roofline estimate (H200, a Qwen3-8B-shaped target)
         page.goto(f"{url}/Step_through?example=fib&round=4&view=tree")

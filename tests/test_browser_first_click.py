@@ -1,8 +1,9 @@
-"""The first click on a fresh machine, in Chromium, on the SHIPPED pair: no saved latency profile
-(an empty cache folder), default settings (TAPS in cost mode). The first Step shows a tree within
-10 s, with no error and no button to press first, and the page names the profile its trees and
-figures used (the shipped reference CPU's until this machine's own is measured). Home says what
-the profile is for, and fits the window in presenter mode."""
+"""The first click on a fresh machine, in Chromium, on the SHIPPED pair (and a Step card landing
+on its answer): no saved latency profile (an empty cache folder), default settings (TAPS in cost
+mode). The first Step shows a tree within 10 s, with no error and no button to press first, and
+the page names the profile its trees and figures used (the shipped reference CPU's until this
+machine's own is measured). Home says what the profile is for, and fits the window in presenter
+mode."""
 
 from __future__ import annotations
 
@@ -113,3 +114,23 @@ def test_the_first_pages_after_a_start_say_what_they_wait_for(tmp_path, browser)
             assert "Starting TAPS Studio" not in page_text(page)
             assert page.locator('[data-testid="stException"]').count() == 0
             page.close()
+
+
+def test_the_taps_below_ddtree_card_lands_on_its_answer(shipped_server, browser):  # noqa: F811
+    """The card's link opens Marginal vs path at DDTree's budget: the target's token its answer
+    names is a label on the tree (not inside a "+N more" entry) and inside a 1280x720 window."""
+    from urllib.parse import urlencode
+
+    from taps.studio.challenges import card
+
+    item = card("taps-below-ddtree")
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.set_default_timeout(90_000)
+    page.goto(f"{shipped_server[0]}/{item.page}?{urlencode(item.params)}")
+    answer = page.locator('[data-testid="stPlotlyChart"] svg text', has_text=item.expected["ddtree_first"])
+    answer.first.wait_for(timeout=40_000)
+    time.sleep(1)                                       # the figure settles at its final size
+    boxes = [answer.nth(i).bounding_box() for i in range(answer.count())]
+    assert any(b and 0 <= b["y"] and b["y"] + b["height"] <= 720 and b["x"] + b["width"] <= 1280
+               for b in boxes), boxes
+    page.close()

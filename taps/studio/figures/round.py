@@ -532,10 +532,11 @@ def ranking_comparison_figure(record: Round, budget: int | None = None, max_pool
     parents = dict(enumerate(record.pool_parents))
     order = {v: (record.pool_ranks[v],) for v in range(len(record.pool_tokens))}
     texts = {v: display_token(t, 40) for v, t in enumerate(record.pool_texts)}
-    differ = sorted(by_marginal ^ by_reach, key=lambda v: (record.pool_depths[v], v))
-    same = sorted(by_marginal & by_reach, key=lambda v: (record.pool_depths[v], v))
-    on_path = [v for v in path if v not in kind]
-    labelled = [0] + differ + same + on_path
+    by_depth = lambda nodes: sorted(nodes, key=lambda v: (record.pool_depths[v], v))  # noqa: E731
+    on_path = by_depth(path)        # the answer the student looks for: labelled first, never grouped
+    differ = by_depth(by_marginal ^ by_reach)
+    same = by_depth(by_marginal & by_reach)
+    labelled = list(dict.fromkeys([0] + on_path + differ + same))
     kinds = {v: kind.get(v, "path") for v in labelled}
     heading = (f"<b>Round {record.number}: the same pool ranked two ways</b> · top {budget}"
                + (f" · “{escape(prompt_excerpt(prompt))}”" if prompt else ""))
@@ -548,7 +549,8 @@ def ranking_comparison_figure(record: Round, budget: int | None = None, max_pool
         verdict = f"Both rankings pick the same {len(by_marginal)} nodes: they agree this round."
     lines = [heading, scores, verdict]
     layout = _fit_below_title(lambda room: fit_tree(parents, order, required, optional, labelled, texts, room,
-                                                    kinds=kinds), lambda found: found, lines, plot)
+                                                    keep=1 + len(on_path), kinds=kinds), lambda found: found,
+                              lines, plot)
     pos, nodes = layout.pos, layout.nodes
     drawn = set(nodes)
 

@@ -32,8 +32,8 @@ BASE_CSS = """
 html, body, [class*="css"] { font-size: 17px; }
 .stMarkdown p, .stMarkdown li, .stCaption, label { font-size: 1.02rem; }
 [data-testid="stMetricValue"] { font-size: clamp(1.6rem, 2.05vw, 1.9rem); }
-[data-testid="stMetricDelta"] div { white-space: normal !important; overflow: visible !important;
-  text-overflow: clip !important; }
+[data-testid="stMetricDelta"] div, [data-testid="stMetricDelta"] p { white-space: normal !important;
+  overflow: visible !important; text-overflow: clip !important; }
 [data-testid="stMetricLabel"] p, [data-testid="stMetricLabel"] div { font-size: 0.98rem; white-space: normal !important;
   overflow: visible !important; text-overflow: clip !important; }
 [data-testid="stMetricLabel"] { min-height: 1.3rem; }

@@ -248,8 +248,10 @@ COUNTERS_CUT = """(widest) => {
     const label = m.querySelector('[data-testid="stMetricLabel"]').innerText.trim();
     const key = Object.keys(widest).find(k => label.startsWith(k));
     if (!key) continue;
-    const parts = [m.querySelector('[data-testid="stMetricValue"] div'),
-                   m.querySelector('[data-testid="stMetricDelta"] div')];
+    // the innermost element that holds the text (a delta chip's <p>, whose own style can cut it)
+    const inner = (el) => el && (el.querySelector('p') || el);
+    const parts = [inner(m.querySelector('[data-testid="stMetricValue"] div')),
+                   inner(m.querySelector('[data-testid="stMetricDelta"] div'))];
     const column = m.closest('[data-testid="stColumn"]').getBoundingClientRect();
     widest[key].forEach((text, n) => {
       const el = parts[n];

@@ -520,10 +520,35 @@ def views(record) -> None:
                            "come from hindsight: what the target chose this round.")
     with tabs[3]:
         if tabs[3].open:
-            st.dataframe(rounds_table(ctrl.visible), key="step_rounds_table", hide_index=True)
+            candidates(record, shown_prompt, run_config)
     with tabs[4]:
         if tabs[4].open:
+            st.dataframe(rounds_table(ctrl.visible), key="step_rounds_table", hide_index=True)
+    with tabs[5]:
+        if tabs[5].open:
             exports(record, shown_prompt, run_config)
+
+
+def candidates(record, shown_prompt: str, run_config: dict) -> None:
+    """The round's block as a grid of the drafter's candidates, each selector's round on it, and the
+    headroom per position below (built once per shared round and run so far)."""
+    plot = ui.tree_plot(reserve=note_px() + (16 if compact else 40))
+    visible, decoded = len(ctrl.visible), len(ctrl.session.tokens) if ctrl.session is not None else 0
+
+    def build():
+        return figures.candidates_figure(ctrl.candidates(record), plot, shown_prompt)
+
+    try:
+        ui.round_chart(record, ("candidates", plot, shown_prompt, run_config, visible, decoded), build,
+                       "step_candidates_chart")
+    except ValueError as exc:
+        st.info(f"No candidates view: {exc}.")
+        return
+    if not on_stage:
+        st.caption("Look for: where the boxed target's token sits in each column. In the top row, DFlash's argmax "
+                   "chain takes it; lower down, only a path selector (DFlash2's walk) or a tree (DDTree, TAPS) can. "
+                   "The shares below count, over the run so far, how often it was the drafter's top 1 and how often in "
+                   "its top 16: the gap is the headroom a selector can take.")
 
 
 def exports(record, shown_prompt: str, run_config: dict) -> None:

@@ -13,8 +13,9 @@ from taps.record import STAGES
 from taps.studio.link import TABS, StepLink, fits, parse_step_link, settings_of, step_link_params, too_long
 
 # the Step page's tabs, and the link's view names for them
-TAB_LABELS = ("Draft tree", "Stage by stage", "Marginal vs path", "All rounds", "Export")
-TAB_OF_VIEW = {"tree": "Draft tree", "compare": "Marginal vs path", "rounds": "All rounds", "export": "Export"}
+TAB_LABELS = ("Draft tree", "Stage by stage", "Marginal vs path", "Candidates", "All rounds", "Export")
+TAB_OF_VIEW = {"tree": "Draft tree", "compare": "Marginal vs path", "candidates": "Candidates", "rounds": "All rounds",
+               "export": "Export"}
 VIEW_OF_TAB = {label: view for view, label in TAB_OF_VIEW.items()}
 STAGE_TAB = "Stage by stage"
 

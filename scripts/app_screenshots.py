@@ -114,6 +114,11 @@ def shoot(url: str, out: Path) -> None:
         settled(page)
         page.wait_for_timeout(2500)
         page.screenshot(path=str(out / "card-landing.png"))
+        page.goto(f"{url}/Step_through?example=search&round=5&view=candidates&presenter=1")   # the candidates
+        page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
+        settled(page)
+        page.wait_for_timeout(2500)
+        page.screenshot(path=str(out / "candidates.png"))
 
         # what-if hardware: the sidebar's roofline estimate (H200, a Qwen3-8B-shaped target)
         page.goto(f"{url}/Step_through?example=fib&round=4&view=tree")

@@ -16,6 +16,7 @@ import numpy as np
 STAGES = ("draft", "pool", "estimate", "select", "verify", "commit")
 SELECTION_STAGES = ("pool", "estimate", "select")
 STATUSES = ("root", "accepted", "rejected", "waste", "unselected")
+DRAFT_TOP_K = 16        # the drafter's candidates per depth a round keeps (DFlash2's published top-K)
 
 
 @dataclass
@@ -55,6 +56,10 @@ class Round:
     timings: dict[str, float] = field(default_factory=dict)
     finished: bool = False
     stop_reason: str | None = None
+    # the drafter's DRAFT_TOP_K best tokens per depth (depth 1 first, best first) and their drafter
+    # probabilities (at the run's temperature): the candidates a path selector or a tree chooses from
+    draft_top: list[list[int]] = field(default_factory=list)
+    draft_top_prob: list[list[float]] = field(default_factory=list)
 
     @property
     def number(self) -> int:
@@ -71,7 +76,7 @@ class Round:
     @classmethod
     def from_dict(cls, raw: dict) -> "Round":
         names = {f.name for f in fields(cls)}
-        missing = names - raw.keys() - {"timings", "finished", "stop_reason"}
+        missing = names - raw.keys() - {"timings", "finished", "stop_reason", "draft_top", "draft_top_prob"}
         if missing:
             raise ValueError(f"not a Round record: missing {sorted(missing)[:5]}")
         return cls(**{k: v for k, v in raw.items() if k in names})
@@ -100,10 +105,11 @@ def classify(parents: Sequence[int], selected: Sequence[int], accepted: Sequence
 
 def build_round(*, index: int, config, pool, selected: np.ndarray, accepted_rows: list[int], child_prob: np.ndarray,
                 bonus_token: int, committed: list[int], start: int, timings: dict[str, float], finished: bool,
-                stop_reason: str | None, texts: Callable[[Sequence[int]], list[str]]) -> Round:
+                stop_reason: str | None, texts: Callable[[Sequence[int]], list[str]], lattice=None) -> Round:
     """The record of a verified round. `pool` is the round's candidate DraftTree, `selected` the pool
     indices verified (root first), `accepted_rows` the accepted nodes as rows of the verified tree,
-    `child_prob` the target's probability of each verified node's token at its parent."""
+    `child_prob` the target's probability of each verified node's token at its parent, `lattice` the
+    drafter's (None without a drafter): its first DRAFT_TOP_K columns are kept as `draft_top`."""
     n = len(pool.tokens)
     chosen = np.asarray(selected, dtype=np.int64).tolist()     # Python ints: one conversion each
     parents = pool.parents.tolist()
@@ -129,7 +135,9 @@ def build_round(*, index: int, config, pool, selected: np.ndarray, accepted_rows
         committed_tokens=list(committed), tau=len(committed), verified_nodes=len(chosen) - 1,
         waste_nodes=waste, rejected_siblings=rejected,
         expected_tau=float(1.0 + np.asarray(pool.reach)[np.asarray(chosen[1:], dtype=np.int64)].sum()),
-        timings=dict(timings), finished=finished, stop_reason=stop_reason)
+        timings=dict(timings), finished=finished, stop_reason=stop_reason,
+        draft_top=[] if lattice is None else lattice.tokens[:, :DRAFT_TOP_K].tolist(),
+        draft_top_prob=[] if lattice is None else np.exp(lattice.logprobs[:, :DRAFT_TOP_K]).tolist())
 
 
 def validate_round(record: Round) -> None:

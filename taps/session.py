@@ -164,7 +164,7 @@ class DecodeSession:
                                  accepted_rows=result.accepted, child_prob=result.child_prob,
                                  bonus_token=result.bonus_token, committed=committed, start=start,
                                  timings={}, finished=self.finished, stop_reason=self.stop_reason,
-                                 texts=pair.token_texts)
+                                 texts=pair.token_texts, lattice=lattice)
         record.timings = dict(timer.seconds)         # the whole step, the record included
         self.rounds.append(record)
         return record

@@ -134,3 +134,21 @@ def test_the_taps_below_ddtree_card_lands_on_its_answer(shipped_server, browser)
     assert any(b and 0 <= b["y"] and b["y"] + b["height"] <= 720 and b["x"] + b["width"] <= 1280
                for b in boxes), boxes
     page.close()
+
+
+def test_the_candidates_view_fits_a_projector(shipped_server, browser):  # noqa: F811
+    """Step through's Candidates view in presenter mode at 1280x720 on the shipped pair: the whole grid
+    (title, legend with the four selectors, every row down to the headroom rows) inside the window."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.set_default_timeout(90_000)
+    page.goto(f"{shipped_server[0]}/Step_through?example=search&round=5&view=candidates&presenter=1")
+    chart = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator(".gtitle", has_text="top 16"))
+    chart.first.locator(".ytick").first.wait_for()
+    settled(page)
+    time.sleep(1)
+    box = chart.first.locator("svg.main-svg").first.bounding_box()
+    assert box["y"] >= 0 and box["y"] + box["height"] <= 720 and box["x"] + box["width"] <= 1280, box
+    legend = chart.first.locator(".legendtext").evaluate_all("els => els.map(e => e.textContent)")
+    assert [name.split(" τ")[0] for name in legend[1:]] == ["DFlash", "DFlash2", "DDTree", "TAPS/online"], legend
+    assert chart.first.locator(".ytick", has_text="top-16").count() == 1
+    page.close()

@@ -162,8 +162,9 @@ def candidate_recall(rounds: list[Round], tokens: list[int], depths: int = 5,
                      ks: tuple[int, ...] = (1, 16)) -> list[dict]:
     """The selection headroom per draft depth (issue 50): over the rounds, how often the target's own
     token at depth d (`tokens`, the whole sequence the run decoded: prompt and output, so position
-    start + d) was the drafter's top-1 there, and how often it was among the pool's candidates of
-    drafter rank < k at that depth. A chain that follows the drafter's argmax can only take the
+    start + d) was the drafter's top-1 there, and how often it was among its candidates of drafter
+    rank < k at that depth: the round's `draft_top` (the drafter's own top-K) where it has one, else
+    the pool's nodes at that depth. A chain that follows the drafter's argmax can only take the
     first; a path selector or a tree can take the gap up to the second. Rounds whose depth d lies
     past the decoded sequence are not counted at d."""
     out = []
@@ -174,8 +175,11 @@ def candidate_recall(rounds: list[Round], tokens: list[int], depths: int = 5,
             position = record.start + depth
             if position >= len(tokens):
                 continue
-            at = [(rank, token) for token, d, rank in zip(record.pool_tokens, record.pool_depths, record.pool_ranks)
-                  if d == depth]
+            if record.draft_top:
+                at = list(enumerate(record.draft_top[depth - 1])) if depth <= len(record.draft_top) else []
+            else:
+                at = [(rank, token) for token, d, rank in
+                      zip(record.pool_tokens, record.pool_depths, record.pool_ranks) if d == depth]
             if not at:
                 continue
             seen += 1

@@ -39,7 +39,7 @@ from ..record import STAGES
 from . import toy
 
 # the tabs of the Step page a link can open; a stage name opens Stage by stage at that stage
-TABS = ("tree", "compare", "rounds", "export")
+TABS = ("tree", "compare", "candidates", "rounds", "export")
 VIEWS = TABS + tuple(STAGES)
 DEFAULT_VIEW = "tree"
 MAX_PROMPT_CHARS = 8000          # a link's prompt, before the pair's own context check

@@ -161,6 +161,19 @@ class StepController:
         why = STOP_WORDS.get(self.session.stop_reason, self.session.stop_reason)
         return f"Finished after {len(self.session.rounds)} rounds: {why}."
 
+    def candidates(self, record: Round):
+        """The candidates view of a live run's round (`taps.studio.candidates`): the other selectors run
+        from its position with the run's settings and latency profile. A ValueError for a saved run
+        (its decoding state is not here)."""
+        from .candidates import candidates_view
+
+        session = self.session
+        if self.saved is not None or session is None:
+            raise ValueError("the candidates view runs the other selectors from the round's position, so it needs a "
+                             "live run: press Step (a saved run's rounds show in the other views)")
+        return candidates_view(session.pair, record, list(session.tokens), len(session.prompt_ids), session.config,
+                               self.visible, profile=self.profile)
+
     def record(self) -> Round | None:
         """The round on view."""
         rounds = self.visible

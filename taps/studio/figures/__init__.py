@@ -10,6 +10,8 @@ tree, race, sweep and bench summary rows), all in one style:
     toy      the Learn page's toy tree and its expected-tokens curve
     charts   race, sweep, acceptance against cost, stage shares; the bench's and the latency
              profile's plots
+    candidates  one round's block as a grid of the drafter's top-K candidates, every selector's
+             round on it and the headroom per position (`taps.studio.candidates`)
 
 Pages use `from taps.studio import figures` and call `figures.round_tree_figure(...)`; images and
 HTML files come from `taps.studio.export` (re-exported here: `figure_png`, `figure_svg`,
@@ -18,6 +20,7 @@ HTML files come from `taps.studio.export` (re-exported here: `figure_png`, `figu
 
 from ...policies import PALETTE
 from ..export import ExportError, export_title, figure_html, figure_png, figure_svg
+from .candidates import candidates_figure
 from .charts import (
     budget_figure,
     race_figure,
@@ -48,6 +51,7 @@ from .trees import tree_positions
 
 __all__ = [
     "COLOR_MODES", "DEFAULT_PLOT", "PALETTE", "PLOT_CONFIG", "ExportError", "bonus_node", "budget_figure",
+    "candidates_figure",
     "display_token", "export_title", "figure_html", "figure_png", "figure_svg", "lattice_figure", "lesson_figure",
     "pool_figure", "race_figure", "ranking_comparison_figure", "reliability_figure", "round_tree_figure",
     "run_text_html", "selection_figure", "shown_pool_nodes", "size_curve_figure", "stage_narration",

@@ -9,7 +9,7 @@ import streamlit as st
 
 from app_pages import common as ui
 from app_pages import race_widgets as race_ui
-from taps.policies import ORACLE, names, policy
+from taps.policies import DFLASH2, ORACLE, names, policy
 from taps.studio.link import CLOCKS
 from taps.studio.race import DEFAULT_NEW_TOKENS, PACES
 from taps.studio.speed import MAX_REPEATS, MIN_REPEATS
@@ -26,7 +26,7 @@ race_ui.link_messages()
 
 state.setdefault("race_clock", CLOCKS[0])
 state.setdefault("race_pace", "normal")
-ui.keep("race_clock", "race_pace", "race_oracle")
+ui.keep("race_clock", "race_pace", "race_oracle", "race_dflash2")
 with ui.settings_area("Race settings"):
     prompt = ui.prompt_picker("race", 90 if on_stage else 100)
     cols = st.columns(6)
@@ -39,8 +39,13 @@ with ui.settings_area("Race settings"):
                                    "on any machine, every time); measured: the seconds it took here (noisy)")
     cols[5].selectbox("Replay", list(PACES), key="race_pace",
                       help="How long the whole race takes to replay: slow 20 s, normal 10 s, fast 4 s")
-    oracle = st.checkbox("Add the oracle's lane (hindsight: it knows the target's tokens; greedy only)",
-                         key="race_oracle")
+    lanes_row = st.container(horizontal=True, gap="medium")
+    oracle = lanes_row.checkbox("Add the oracle's lane (hindsight: it knows the target's tokens; greedy only)",
+                                key="race_oracle")
+    dflash2 = DFLASH2.runs_on(pair) and lanes_row.checkbox(
+        "Add DFlash2's lane (a chain walked by its path selector)", key="race_dflash2",
+        help="DFlash's drafter with DFlash2's path selector: one chain through the drafter's top 16 candidates "
+             "per position, at the same budget")
 config, problem = ui.build_config(pair, estimator=estimator, budget=budget, max_new_tokens=max_new,
                                   temperature=temperature)
 found = ui.page_profile(pair, config.budget if config else 0)
@@ -48,7 +53,7 @@ if problem:
     st.error(f"Cannot run these settings: {problem}")
 ui.profile_banner(pair)
 race_ui.write_link(prompt, budget, estimator, temperature, clock, found.sizing_id)
-setup = race_ui.Setup(prompt, config, max_new, bool(oracle), clock, found, problem)
+setup = race_ui.Setup(prompt, config, max_new, bool(oracle), clock, found, problem, dflash2=bool(dflash2))
 
 # ---------------------------------------------------------------- the race: decoded once, then replayed
 if not on_stage:

@@ -95,11 +95,12 @@ class Setup:
     clock: str
     found: PageProfile
     problem: str = ""                # why the settings cannot run ("" when they can)
+    dflash2: bool = False            # DFlash2's lane besides (a pair with a path selector)
 
     @property
     def key(self) -> tuple:
         """What the decoded lanes depend on (not the clock, nor the profile that prices them)."""
-        return self.prompt, self.config, self.max_new, self.oracle, self.found.sizing_id
+        return self.prompt, self.config, self.max_new, self.oracle, self.dflash2, self.found.sizing_id
 
 
 def replay() -> Replay:
@@ -122,7 +123,7 @@ def decode_lanes(pair, setup: Setup) -> None:
     """Every lane decoded once (a progress bar), then the replay starts."""
     bar = st.progress(0.0, text="Decoding every lane once: AR first…")
     config, max_new = setup.config, setup.max_new
-    count = 1 + len(race_jobs(config, setup.oracle))
+    count = 1 + len(race_jobs(config, setup.oracle, setup.dflash2))
 
     def tick(label: str, tokens: int, done: int) -> None:
         share = (done + min(tokens, max_new) / max_new) / count
@@ -132,7 +133,7 @@ def decode_lanes(pair, setup: Setup) -> None:
     try:
         with decode_service().held(on_wait=ui.queue_notice(bar)):
             decoded = decode_race(pair, setup.prompt, config, profile=setup.found.sizing, oracle=setup.oracle,
-                                  on_round=tick)
+                                  on_round=tick, dflash2=setup.dflash2)
     except (ValueError, RuntimeError) as exc:
         st.session_state.pop("race_lanes", None)
         st.error(f"Cannot race: {exc}")

@@ -13,7 +13,7 @@ pytest.importorskip("plotly", reason="the app's packages are not installed (a ba
 
 from taps.config import DecodeConfig  # noqa: E402
 from taps.eval.metrics import modelled_round_s, modelled_speedup  # noqa: E402
-from taps.policies import AR, DDTREE, DFLASH, ORACLE, TAPS  # noqa: E402
+from taps.policies import AR, DDTREE, DFLASH, DFLASH2, ORACLE, TAPS  # noqa: E402
 from taps.studio.figures.charts import lane_tree_figure  # noqa: E402
 from taps.studio.link import RaceLink, example_of, parse_race_link, race_link_params  # noqa: E402
 from taps.studio.race import (  # noqa: E402
@@ -152,6 +152,21 @@ def test_race_jobs_leave_the_oracle_out_at_temperature_above_zero():
     assert [j.selector for j in race_jobs(config, oracle=True)][-1] == ORACLE.name
     assert ORACLE.name not in [j.selector for j in race_jobs(replace(config, temperature=0.7), oracle=True)]
     assert race_jobs(config)[2].estimator == "learned" and race_jobs(config)[1].budget == 16
+    assert [j.selector for j in race_jobs(config, oracle=True, dflash2=True)] == [
+        DFLASH.name, DFLASH2.name, DDTREE.name, TAPS.name, ORACLE.name]
+
+
+def test_a_dflash2_lane_races_lossless_on_the_shipped_pair(shipped_pair):
+    """The race's DFlash2 lane (the shipped pair has a path selector): after DFlash, lossless, and
+    on the modelled clock like the others."""
+    config = DecodeConfig(budget=16, max_new_tokens=24)
+    profile = fixed_profile(shipped_pair)
+    decoded = decode_race(shipped_pair, PROMPT, config, profile=profile, warm=False, dflash2=True)
+    assert [lane.selector for lane in decoded.lanes] == [AR.name, DFLASH.name, DFLASH2.name, DDTREE.name, TAPS.name]
+    assert all(lane.lossless for lane in decoded.lanes), [lane.verdict for lane in decoded.lanes]
+    assert len({lane.texts[-1] for lane in decoded.lanes}) == 1
+    race = on_clock(decoded, "modelled", profile)
+    assert race.end > 0
 
 
 def test_bad_race_settings_get_a_message_before_anything_decodes(tiny_pair):

@@ -31,14 +31,14 @@ from ..config import DecodeConfig, check_value, run_label
 from ..eval.metrics import modelled_round_s
 from ..eval.runner import Job, plan_jobs, run_prompt, runnable_selectors, warm_up
 from ..pair import ModelPair
-from ..policies import AR, DDTREE, DFLASH, ORACLE, TAPS, policy
+from ..policies import AR, DDTREE, DFLASH, DFLASH2, ORACLE, TAPS, policy
 from ..record import Round
 from ..session import DecodeSession
 from .app_state import check_profile
 from .link import CLOCKS
 from .speed import MIN_REPEATS, compact_rounds, validate_repeats
 
-RACE_SELECTORS = (DFLASH.name, DDTREE.name, TAPS.name)       # AR always runs first; the oracle on request
+RACE_SELECTORS = (DFLASH.name, DDTREE.name, TAPS.name)   # AR always runs first; DFlash2 and the oracle on request
 DEFAULT_NEW_TOKENS = 64
 TIE = {"modelled": 0.02, "measured": 0.10}    # relative gap below which two speed-ups are a tie
 SAME = 0.03                                    # relative gap below which two τ are "the same"
@@ -92,10 +92,11 @@ def _jobs(selectors: Sequence[str], config: DecodeConfig) -> list[Job]:
             for name in runnable_selectors(selectors, config.temperature)]
 
 
-def race_jobs(config: DecodeConfig, oracle: bool = False) -> list[Job]:
-    """DFlash, DDTree and TAPS (and the oracle when asked for and the race is greedy) at the
-    config's budget; TAPS with the config's estimator."""
-    return _jobs([*RACE_SELECTORS, *([ORACLE.name] if oracle else [])], config)
+def race_jobs(config: DecodeConfig, oracle: bool = False, dflash2: bool = False) -> list[Job]:
+    """DFlash, DDTree and TAPS (DFlash2 after DFlash when asked for; the oracle last when asked for
+    and the race is greedy) at the config's budget; TAPS with the config's estimator."""
+    chosen = [DFLASH.name, *([DFLASH2.name] if dflash2 else []), *RACE_SELECTORS[1:]]
+    return _jobs([*chosen, *([ORACLE.name] if oracle else [])], config)
 
 
 def check_runs(pair: ModelPair, prompt: str, config: DecodeConfig, jobs: Sequence[Job], profile) -> None:
@@ -111,12 +112,13 @@ def check_runs(pair: ModelPair, prompt: str, config: DecodeConfig, jobs: Sequenc
 
 
 def decode_race(pair: ModelPair, prompt: str, config: DecodeConfig, profile=None, oracle: bool = False,
-                on_round: Callable[[str, int, int], None] | None = None, warm: bool = True) -> Decoded:
+                on_round: Callable[[str, int, int], None] | None = None, warm: bool = True,
+                dflash2: bool = False) -> Decoded:
     """AR, then each method, on `prompt` with the same settings (`taps.eval.runner.run_prompt`, as
     the repeated race): every lane's rounds and its text after each round. `on_round(label, tokens
     so far, lanes done)` after each round (a progress bar). Raises ValueError for settings the pair
     or the profile cannot run (checked before anything decodes)."""
-    jobs = race_jobs(config, oracle)
+    jobs = race_jobs(config, oracle, dflash2)
     check_runs(pair, prompt, config, jobs, profile)
     if warm:
         warm_up(pair, config, jobs, profile)

@@ -116,12 +116,43 @@ def number(pattern: str, text: str) -> float:
     return float(found[1])
 
 
+def candidates_numbers(fig: dict) -> dict:
+    """The chain-vs-tree card's numbers off the Candidates figure: each selector's τ and nodes verified
+    from the legend, the target's rank per position from its boxes (a box's centre row), DFlash2's
+    first miss from its rejected marker's hover data."""
+    traces = fig["data"]
+    legend = {t["name"].split(" τ")[0]: t["name"] for t in traces if t.get("showlegend") is not False
+              and " τ " in t.get("name", "")}
+    out = {"round": fig["layout"]["meta"]["round"]}
+    for label, name in (("DFlash", "dflash"), ("DFlash2", "dflash2"), ("DDTree", "ddtree")):
+        out[f"{name}_tau"] = number(r"τ (\d+)", legend[label])
+        out[f"{name}_verified"] = number(r"\((\d+) verified\)", legend[label])
+    box = next(t for t in traces if t.get("name") == "the target's token (hindsight)")
+    xs, ys = values(box["x"]), values(box["y"])
+    ranks = {}
+    for start in range(0, len(xs), 6):                       # a box: five corners and a break
+        corners = [(x, y) for x, y in zip(xs[start:start + 5], ys[start:start + 5])]
+        ranks[round(sum(x for x, _ in corners[:4]) / 4)] = round(sum(y for _, y in corners[:4]) / 4)
+    walk = next(t for t in traces if t.get("legendgroup") == "dflash2" and t.get("mode") == "markers"
+                and "rejected" in t.get("hovertemplate", ""))
+    position, walked = walk["customdata"][0]
+    cells = next(t for t in traces if t.get("mode") == "text" and t.get("hovertext"))
+    first = {(round(x), y): text for x, y, text in zip(values(cells["x"]), values(cells["y"]), cells["text"])}
+    out.pop("dflash_verified")
+    return {**out, "first_text": first[(1, ranks[1])], "first_rank": ranks[1], "miss_position": position,
+            "walk_rank": walked, "miss_rank": ranks[position]}
+
+
 def step_numbers(at, key: str) -> dict:
     """The numbers a Step card's answer quotes, read off the page the card opens."""
     if key == "waste-half":                                  # Stage by stage, at Verify
         text = title(at, "step_lesson_chart")
         return {"budget": number(r"budget (\d+)", text), "verified": int(metric(at, "Verified this round")),
                 "waste": number(r"(\d+) sat under a rejected prefix", text)}
+    if key == "chain-vs-tree":                              # the Candidates view: its legend, boxes and markers
+        found = candidates_numbers(chart(at, "step_candidates_chart"))
+        assert found.pop("first_text") == card(key).expected["first_text"]   # the token in the boxed cell
+        return found
     if key == "deep-narrow":
         text = title(at, "step_lesson_chart")
         return {"tau": int(metric(at, "τ this round")), "verified": number(r"checks all (\d+) nodes", text)}

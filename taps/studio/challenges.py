@@ -22,7 +22,7 @@ import numpy as np
 from .. import roofline
 from ..config import DecodeConfig
 from ..eval.prompts import example_prompts
-from ..policies import DDTREE, TAPS
+from ..policies import DDTREE, DFLASH, DFLASH2, TAPS
 from ..session import DecodeSession
 from . import toy
 from .failures import compare_rankings, probe_round, visible_text
@@ -167,6 +167,28 @@ def versus_facts(card: Challenge, pair) -> dict:
             "taps_missed_it": bool(first) and first not in taps_verified}
 
 
+def candidates_facts(card: Challenge, pair) -> dict:
+    """The Candidates view of the card's round (`taps.studio.candidates`): each chain's and tree's τ
+    and nodes verified, the target's first token and its drafter rank, and where DFlash2's walk first
+    missed (the position, the rank it walked to, the target's rank there)."""
+    from .candidates import candidates_view
+
+    link, config, profile = _step_link(card, pair)
+    session, record = _run_to(pair, link.prompt, config, link.round, profile)
+    view = candidates_view(pair, record, session.tokens, len(session.prompt_ids), session.config, session.rounds,
+                           profile=profile)
+    by = {o.name: o for o in view.overlays}
+    walk = by[DFLASH2.name]
+    miss = next(((d, r) for d, r, verdict in walk.nodes if verdict == "rejected"), (0, -1))
+    rank = view.target_rank(1)
+    facts = {"round": record.number, "first_text": visible_text(view.target_text[0]),
+             "first_rank": None if rank is None else rank + 1, "miss_position": miss[0], "walk_rank": miss[1] + 1,
+             "miss_rank": None if view.target_rank(miss[0]) is None else view.target_rank(miss[0]) + 1}
+    for name in (DFLASH.name, DFLASH2.name, DDTREE.name):
+        facts.update({f"{name}_tau": by[name].tau, f"{name}_verified": by[name].verified})
+    return facts
+
+
 def size_facts(card: Challenge, pair) -> dict:
     """Round `round` of the card's Step link in cost mode: its nodes and τ, and the cost model's
     expected tokens per second (the Select stage's curve) at those nodes, at its peak and at the
@@ -273,6 +295,25 @@ CARDS = [
          "ddtree_accepts": 1, "reach_accepts": 1},
         facts=versus_facts,
         holds=lambda f: f["taps_tau"] < f["ddtree_tau"] and f["ddtree_accepts"] >= 1 and f["taps_missed_it"]),
+    Challenge(
+        "chain-vs-tree", "A chain with a path selector against a tree, at the same verify cost",
+        "Open *Python: Fibonacci* at budget 16, round 7, in the *Candidates* view. DFlash2 verifies one chain "
+        "15 deep, DDTree a tree of 16 nodes: about the same verify cost. Which one takes more tokens, and where "
+        "does the chain lose?",
+        "Follow the boxed target's tokens from the left: at each position, did each selector put a node on the "
+        "boxed cell? A chain has one cell per position; a tree can hold several.",
+        "Round {round}: the target's first token ‘{first_text}’ is the drafter's rank {first_rank}, so DFlash's "
+        "argmax chain fails at once (τ {dflash_tau}). DFlash2's walk takes it and the next (τ {dflash2_tau}, "
+        "{dflash2_verified} verified), then at position {miss_position} walks to rank {walk_rank} where the "
+        "target's token is rank {miss_rank}. DDTree's tree ({ddtree_verified} verified) holds both there: τ "
+        "{ddtree_tau}. At the same cost a tree spends nodes on the alternatives a walk must choose among; a chain "
+        "spends them deep, and past its first miss they are waste.",
+        "Step_through", _taps_step("fib", 7, "candidates", budget=16),
+        {"round": 7, "first_text": "get", "first_rank": 2, "dflash_tau": 1, "dflash2_tau": 3, "dflash2_verified": 15,
+         "miss_position": 3, "walk_rank": 2, "miss_rank": 1, "ddtree_tau": 4, "ddtree_verified": 16},
+        facts=candidates_facts,
+        holds=lambda f: f["dflash_tau"] < f["dflash2_tau"] < f["ddtree_tau"]
+        and abs(f["dflash2_verified"] - f["ddtree_verified"]) <= 1 and f["walk_rank"] != f["miss_rank"]),
     Challenge(
         "deep-narrow", "Find a deep, narrow round",
         "Find a round where TAPS commits at least 10 tokens while verifying at most 16 nodes.",

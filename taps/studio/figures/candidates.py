@@ -40,7 +40,7 @@ def _percent(value) -> str:
 
 def _legend_name(item) -> str:
     label = item.label + (f"/{item.estimator}" if item.estimator else "")
-    return f"{label} τ {item.tau}" + ("" if item.name in CHAINS else f" ({item.verified} verified)")
+    return f"{label} τ {item.tau} ({item.verified} verified)"
 
 
 def _title_lines(view: CandidatesView, shown: int, rows: int, prompt: str | None) -> list[str]:

@@ -1,7 +1,8 @@
 """The paper's comparison as one table per suite, from benchmark folders made by
-`scripts/bench_paper.sh`: AR, DFlash, DDTree at each fixed budget (its best marked) and TAPS with
-cost-sized trees (its best budget), with tau, tokens/s and speed-up over AR, then two ratios side
-by side: TAPS over DDTree at 512 nodes (the paper's baseline) and TAPS over DDTree's best budget.
+`scripts/bench_paper.sh`: AR, DFlash (and DFlash2 where the pair has a path selector), DDTree at
+each fixed budget (its best marked) and TAPS with cost-sized trees (its best budget), with tau,
+tokens/s and speed-up over AR, then the ratios side by side: TAPS over DDTree at 512 nodes (the
+paper's baseline), over DDTree's best budget and over DFlash2's best.
 Every figure comes from the folder's summary.csv: runs measured side by side in one process.
 
     python scripts/paper_table.py results/paper-comparison/humaneval results/paper-comparison/examples
@@ -16,7 +17,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from taps.policies import AR, DDTREE, DFLASH, TAPS  # noqa: E402
+from taps.policies import AR, DDTREE, DFLASH, DFLASH2, TAPS  # noqa: E402
 
 PAPER_BUDGET = 512
 
@@ -39,6 +40,10 @@ def suite_table(folder: Path) -> list[str]:
     at_paper = ddtree[ddtree.budget == PAPER_BUDGET]
     lines = [f"### {title}", "", "| run | tau | tokens/s | speed-up vs AR |", "|---|---:|---:|---:|",
              _row("AR", ar), _row(f"DFlash (its best: budget {int(dflash.budget)})", dflash)]
+    chains = s[s.selector == DFLASH2.name]
+    best_chain = chains.loc[chains.tokens_per_s.idxmax()] if not chains.empty else None
+    if best_chain is not None:          # DFlash2's path selector on the pair's drafter (2026's chain)
+        lines.append(_row(f"DFlash2 (its best: budget {int(best_chain.budget)})", best_chain))
     for _, r in ddtree.iterrows():
         mark = " **(best)**" if r.budget == best_dd.budget else ""
         lines.append(_row(f"DDTree @{int(r.budget)}{mark}", r))
@@ -49,6 +54,10 @@ def suite_table(folder: Path) -> list[str]:
     lines.append(f"TAPS over DDTree-{PAPER_BUDGET}: **{ratio_512}**; TAPS over DDTree's best "
                  f"(@{int(best_dd.budget)}): **{best_taps.tokens_per_s / best_dd.tokens_per_s:.2f}x** "
                  f"(tokens/s; lossless: {'every run' if s.lossless.all() else 'NOT every run'}).")
+    if best_chain is not None:
+        lines.append(f"TAPS over DFlash2's best (@{int(best_chain.budget)}): "
+                     f"**{best_taps.tokens_per_s / best_chain.tokens_per_s:.2f}x**; DFlash2 over DFlash's best: "
+                     f"{best_chain.tokens_per_s / dflash.tokens_per_s:.2f}x.")
     same = s[(s.selector == DFLASH.name) & ((s.tau - dflash.tau).abs() < 1e-9)]
     if len(same) > 1:       # DFlash verifies one chain whatever the budget above it: the same work, timed again
         lines.append(f"Timing noise within this run: DFlash's {len(same)} runs of the same trees (τ {dflash.tau:.2f} "

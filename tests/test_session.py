@@ -78,6 +78,33 @@ def test_cli_compare_writes_rows(tiny_pair_dir, tmp_path, capsys):
     assert "lossless" in table
 
 
+def test_cli_headroom_prints_recall_per_depth(tiny_pair_dir, tmp_path, capsys):
+    """`taps headroom`: per depth, the rounds counted and recall@1 <= @4 <= @16, the candidate_recall
+    of the same runs; a selector that drafts nothing is refused."""
+    from taps import DecodeSession, load_pair
+    from taps.config import DecodeConfig
+    from taps.eval.metrics import candidate_recall
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "def f():"}\n{"id": "b", "prompt": "import os"}\n')
+    assert main(["headroom", "--pair", str(tiny_pair_dir), "--prompt-file", str(prompts), "--selector", "ddtree",
+                 "--budget", "8", "--max-new-tokens", "12", "--depths", "3"]) == 0
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
+    assert [int(r[0]) for r in rows] == [1, 2, 3]
+    pair = load_pair(tiny_pair_dir)                  # as the command loads it
+    session = DecodeSession(pair, "def f():", DecodeConfig(selector="ddtree", budget=8, max_new_tokens=12))
+    session.run()
+    other = DecodeSession(pair, "import os", DecodeConfig(selector="ddtree", budget=8, max_new_tokens=12))
+    other.run()
+    mine = [candidate_recall(s.rounds, s.tokens, depths=3, ks=(1, 4, 16)) for s in (session, other)]
+    for d, row in enumerate(rows):
+        assert int(row[1]) == mine[0][d]["rounds"] + mine[1][d]["rounds"]
+        shares = [float(cell.strip().rstrip("%")) for cell in row[2:]]
+        assert shares == sorted(shares) and 0 <= shares[0] and shares[-1] <= 100
+    assert main(["headroom", "--pair", str(tiny_pair_dir), "--selector", "ar", "--limit", "1"]) == 2
+    assert "choose a selector that drafts" in capsys.readouterr().err
+
+
 def test_cli_reports_bad_input(tiny_pair_dir, capsys):
     assert main(["generate", "--pair", str(tiny_pair_dir), "--budget", "0", "--prompt", "x"]) == 2
     assert "budget must be" in capsys.readouterr().err

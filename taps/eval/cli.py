@@ -4,6 +4,10 @@ generate  decode one prompt with one selector and print the text and each round'
           verified nodes and rejected-prefix waste.
 compare   run AR and every selector x estimator x budget over prompts, side by side in one
           process, and print one table (tau, tokens/s, speed-up vs AR, waste, selection share).
+headroom  decode a suite's prompts with one selector and print, per draft depth, how often the
+          target's token was the drafter's top 1 and how often among its top 4 and top 16
+          (`taps.eval.metrics.candidate_recall` on the rounds' own drafts): what a path selector
+          or a tree can take beyond an argmax chain.
 
 --chat    (both) format each prompt with the tokenizer's chat template, as one user message with
           thinking disabled (`taps.chat`): how public DFlash drafters were trained. A pair whose
@@ -162,6 +166,43 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_headroom(args) -> int:
+    from ..record import DRAFT_TOP_K
+    from ..session import DecodeSession
+    from .metrics import candidate_recall
+    from .prompts import suite_prompts
+
+    suite, prompts = suite_prompts(args.suite, args.prompt_file)
+    prompts = prompts[: args.limit] if args.limit else prompts
+    pair = load_from_args(args)
+    config = decode_config(args)
+    config.validate(pair)
+    if not config.policy.needs_drafter:
+        raise ValueError("the headroom is the drafter's: choose a selector that drafts")
+    profile = load_profile(args, pair, [config])
+    ks = tuple(sorted({1, 4, DRAFT_TOP_K}))
+    rounds = []
+    for item in prompts:
+        session = DecodeSession(pair, item["prompt"], config, profile=profile)
+        session.run()
+        rounds.append((session.rounds, session.tokens))
+    depths = args.depths
+    per = [candidate_recall(r, tokens, depths=depths, ks=ks) for r, tokens in rounds]
+    print(f"# pair {pair.name}, {len(prompts)} {suite} prompts, {config.selector} at budget {config.budget}, "
+          f"T={config.temperature}, {config.max_new_tokens} new tokens: the target's token among the drafter's "
+          "top k at each draft depth, over every round")
+    print("| depth | rounds | " + " | ".join(f"recall@{k}" for k in ks) + " |")
+    print("|---:|---:|" + "---:|" * len(ks))
+    for d in range(depths):
+        seen = sum(p[d]["rounds"] for p in per)
+        cells = []
+        for k in ks:
+            hits = sum((p[d][f"recall@{k}"] or 0) * p[d]["rounds"] for p in per)
+            cells.append(f"{100 * hits / seen:.0f}%" if seen else "–")
+        print(f"| {d + 1} | {seen} | " + " | ".join(cells) + " |")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m taps", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -189,6 +230,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--strict", action="store_true", help="rerun a run that left AR's tokens at a low-precision "
                                                             "near-tie in float32 (a float32 copy of the pair)")
     cmp.set_defaults(func=cmd_compare)
+    room = sub.add_parser("headroom", help="per draft depth, the target's token among the drafter's top 1/4/16")
+    add_pair_arguments(room)
+    add_decode_arguments(room)
+    room.add_argument("--suite", default="humaneval", help="humaneval | examples | examples-v1")
+    room.add_argument("--prompt-file", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line (instead of --suite)")
+    room.add_argument("--limit", type=int, default=12, help="the suite's first N prompts (0: all)")
+    room.add_argument("--depths", type=int, default=5, help="draft depths to report")
+    room.set_defaults(func=cmd_headroom)
     return parser
 
 

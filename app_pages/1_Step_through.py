@@ -489,13 +489,18 @@ def views(record) -> None:
                 row.selectbox("A new round opens at", STAGES, key="step_default_stage", width=190,
                               format_func=STAGE_TITLES.get)
             color_by, pool_shown = state["step_color_by"], int(state["step_pool_shown"])
-            plot = ui.tree_plot(reserve=64 + note_px())
-            ui.round_chart(record, ("lesson", stage, color_by, pool_shown, plot, shown_prompt, run_config),
-                           lambda: figures.lesson_figure(record, stage, color_by, pool_shown, plot, shown_prompt,
-                                                         run_config), "step_lesson_chart")
-            if stage == "select" and ctrl.profile is not None and run_uses_profile(record.selector, run_config):
-                ui.chart(figures.size_curve_figure(record, ctrl.profile), "step_size_chart",
-                         config={"displayModeBar": False})
+            # at Select, the cost model's curve beside the tree (below it, it sat under a 720 px window)
+            curve = stage == "select" and ctrl.profile is not None and run_uses_profile(record.selector, run_config)
+            left, right = st.columns([2.6, 1], gap="small") if curve else (st.container(), None)
+            plot = ui.tree_plot(share=0.72 if curve else 1.0, reserve=64 + note_px())
+            with left:
+                ui.round_chart(record, ("lesson", stage, color_by, pool_shown, plot, shown_prompt, run_config),
+                               lambda: figures.lesson_figure(record, stage, color_by, pool_shown, plot, shown_prompt,
+                                                             run_config), "step_lesson_chart")
+            if curve:
+                with right:
+                    ui.chart(figures.size_curve_figure(record, ctrl.profile, height=plot.height), "step_size_chart",
+                             config={"displayModeBar": False})
     with tabs[2]:
         if tabs[2].open:
             state.setdefault("step_compare_budget", max(int(record.verified_nodes), 1))

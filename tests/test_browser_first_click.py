@@ -116,23 +116,34 @@ def test_the_first_pages_after_a_start_say_what_they_wait_for(tmp_path, browser)
             page.close()
 
 
-def test_the_taps_below_ddtree_card_lands_on_its_answer(shipped_server, browser):  # noqa: F811
-    """The card's link opens Marginal vs path at DDTree's budget: the target's token its answer
-    names is a label on the tree (not inside a "+N more" entry) and inside a 1280x720 window."""
+def test_step_cards_land_on_their_answer(shipped_server, browser):  # noqa: F811
+    """A Step card's link opens its page with the answer inside a 1280x720 window: 'TAPS fewer than
+    DDTree' the target's token its answer names, a label on Marginal vs path's tree (not inside a
+    "+N more" entry); 'cost vs reach' the cost model's curve, beside the Select stage's tree."""
     from urllib.parse import urlencode
 
     from taps.studio.challenges import card
 
-    item = card("taps-below-ddtree")
+    def inside(box) -> bool:
+        return bool(box) and 0 <= box["y"] and box["y"] + box["height"] <= 720 and box["x"] + box["width"] <= 1280
+
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     page.set_default_timeout(90_000)
+    item = card("taps-below-ddtree")
     page.goto(f"{shipped_server[0]}/{item.page}?{urlencode(item.params)}")
     answer = page.locator('[data-testid="stPlotlyChart"] svg text', has_text=item.expected["ddtree_first"])
     answer.first.wait_for(timeout=40_000)
     time.sleep(1)                                       # the figure settles at its final size
     boxes = [answer.nth(i).bounding_box() for i in range(answer.count())]
-    assert any(b and 0 <= b["y"] and b["y"] + b["height"] <= 720 and b["x"] + b["width"] <= 1280
-               for b in boxes), boxes
+    assert any(inside(b) for b in boxes), boxes
+    item = card("cost-vs-reach")
+    page.goto(f"{shipped_server[0]}/{item.page}?{urlencode(item.params)}")
+    charts = page.locator('[data-testid="stPlotlyChart"]')
+    curve = charts.filter(has=page.locator(".gtitle", has_text="expected tokens"))
+    curve.first.locator(".xtitle").wait_for()
+    settled(page)
+    time.sleep(1)
+    assert inside(curve.first.bounding_box()), curve.first.bounding_box()
     page.close()
 
 

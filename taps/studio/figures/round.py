@@ -470,8 +470,9 @@ def size_curve_figure(record: Round, profile, height: int = 300) -> go.Figure:
     fig.add_vline(x=record.verified_nodes, line=dict(color=PALETTE["orange"], width=3, dash="dash"),
                   annotation_text=f"verified {record.verified_nodes}", annotation_position="top")
     fig.update_layout(template="plotly_white", font=dict(FONT, size=15), height=height,
-                      margin=dict(l=60, r=20, t=50, b=50), showlegend=False,
-                      title=dict(text=f"Round {record.number}: the cost model's expected tokens/s", font=dict(size=16)),
+                      margin=dict(l=60, r=20, t=88, b=50), showlegend=False,
+                      title=dict(text=f"Round {record.number}: the cost model's<br>expected tokens/s by tree size",
+                                 font=dict(size=16)),
                       xaxis_title="nodes verified", yaxis_title="tokens/s (modelled)")
     fig.update_yaxes(rangemode="tozero")
     return fig

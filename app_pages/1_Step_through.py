@@ -29,6 +29,7 @@ own_block = pair.drafter.block_size if pair.drafter is not None else 2
 if state.get("step_pair_seen") != pair.name:                 # a new pair drafts its own block size
     state["step_pair_seen"], state["step_block_size"] = pair.name, own_block
 DEFAULTS = page_defaults(max_new_tokens=64, block_size=own_block if pair.drafter is not None else None)
+ui.follow_lecturer()                                        # a student following the lecturer: their link
 link = lecture.read_link(pair, DEFAULTS)                    # a link opened, or a challenge card followed
 
 request = state.pop("step_request", None)                   # "open in Step through" from Failure cases

@@ -109,7 +109,9 @@ def write_link(prompt: str, config: dict, number: int, defaults: dict, profile_i
     compare = int(st.session_state.get("step_compare_budget") or 0) if view == "compare" else 0
     link = StepLink(dict(defaults, **settings_of(config)), prompt, example, number, view, ui.presenter(), profile_id,
                     chat=chat, compare=compare)
-    address.show(step_link_params(link, defaults))
+    params = step_link_params(link, defaults)
+    address.show(params)
+    ui.publish_view(params)                          # a class's lecturer: for the students who follow
 
 
 def profile_notice(pair, own_id: str | None) -> None:

@@ -158,3 +158,45 @@ def test_the_lecturers_measurement_is_said_to_the_lecturer_alone(tiny_pair_dir):
             assert not other.exception
             assert "Measured and saved" not in sidebar_text(other)
             assert "measured by the lecturer" in sidebar_text(other)          # every page sizes from it, and says so
+
+
+# ---------------------------------------------------------------------------- following the lecturer
+def test_the_room_is_one_file_every_replica_reads(tmp_path):
+    from taps.studio.room import Room
+
+    room = Room(tmp_path / "room.json")
+    assert room.current() is None
+    assert room.publish({"example": "fib", "round": "2", "presenter": "1"})
+    assert not room.publish({"example": "fib", "round": "2"})          # the same view: the lecturer's own
+    shown = room.current()                                             # presenter mode is not part of it
+    assert shown.params == {"example": "fib", "round": "2"} and shown.seq == 1
+    assert Room(tmp_path / "room.json").current() == shown             # another process reads the same
+    assert room.publish({"example": "fib", "round": "3"}) and room.current().seq == 2
+    (tmp_path / "room.json").write_text("{not json")
+    assert Room(tmp_path / "room.json").current() is None              # unreadable: a follower stays put
+
+
+def test_a_student_who_follows_gets_the_lecturers_round_and_the_others_keep_theirs():
+    from taps.studio.room import class_room
+
+    room = class_room()
+    room.path.unlink(missing_ok=True)
+    lecturer = sign_in(open_as(), PASSWORD)
+    for _ in range(3):
+        lecturer.button(key="step_btn_step").click().run()
+    lecturer_ctrl = lecturer.session_state["step_controller"]
+    assert lecturer_ctrl.view == 3 and room.current().params["round"] == "3"
+    follower, loner = open_as(), open_as()
+    assert loner.session_state["step_controller"].view == 0
+    follower.sidebar.toggle(key="follow_lecturer").set_value(True).run()
+    ctrl = follower.session_state["step_controller"]
+    assert ctrl.view == 3 and ctrl.prompt_text == lecturer_ctrl.prompt_text
+    assert ctrl.record() is lecturer_ctrl.record()                     # the lecturer's shared run: decoded once
+    lecturer.button(key="step_btn_back").click().run()                # the lecturer goes back a round
+    follower.run()
+    assert follower.session_state["step_controller"].view == 2 and not follower.exception
+    follower.button(key="step_btn_forward").click().run()              # a follower's own move: their page only
+    assert follower.session_state["step_controller"].view == 3 and lecturer_ctrl.view == 2
+    loner.run()
+    assert loner.session_state["step_controller"].view == 0            # not following: untouched
+    assert "follow_lecturer" not in [t.key for t in lecturer.sidebar.toggle]   # the lecturer leads

@@ -113,6 +113,28 @@ class DecodeSession:
     # ------------------------------------------------------------------ a round
     @torch.inference_mode()
     def step(self) -> Round:
+        cfg = self.config
+        start = len(self.tokens) - 1
+        timer = StageTimer(self.pair.device)
+        self._stage = "draft"
+        try:
+            lattice, pool, selected, tree = self._choose(timer)
+            self._stage = "verify"
+            with timer("verify"):
+                hidden, features = self._verify(tree, start)
+                head = HeadRows(self.pair.target, hidden)
+                result = walk(tree, head, cfg.temperature, cfg.seed, start)
+        except torch.cuda.OutOfMemoryError as exc:
+            raise self._out_of_memory(self._stage, start) from exc
+        with timer("commit"):
+            compact_cache(self.cache, start, [0] + result.accepted)
+            record = self._commit(lattice, pool, selected, tree, head, result, features)
+        record.timings = dict(timer.seconds)         # the whole step, the record included
+        self.rounds.append(record)
+        return record
+
+    def _choose(self, timer: StageTimer):
+        """A round's draft, pool, estimate and selection: (lattice, pool, selected, tree)."""
         if self.finished:
             raise RuntimeError(f"this session has finished ({self.stop_reason}); reset() to start again")
         pair, cfg, sel = self.pair, self.config, self.selector
@@ -122,52 +144,44 @@ class DecodeSession:
             raise RuntimeError("the sequence has reached the model's context length")
         future = self._oracle_tokens[len(self.generated):] if self._oracle_tokens is not None else None
         ctx = RoundContext(self.estimator, self.profile, future, getattr(pair, "path_selector", None), start)
-        timer = StageTimer(pair.device)
+        lattice = None
+        if sel.policy.needs_drafter:
+            with timer("draft"):
+                lattice = self._draft(root, min(self.block_size - 1, room))
+        self._stage = "select"
+        with timer("pool"):
+            pool = sel.pool(root, lattice, cfg, ctx)
+        with timer("estimate"):
+            pool.reach = sel.estimate(pool, lattice, cfg, ctx)
+        with timer("select"):
+            selected = sel.select(pool, cfg, ctx)
+            tree = pool.subtree(selected)
+            if not tree.is_prefix_closed() or tree.size > cfg.budget:
+                raise RuntimeError(f"selector {cfg.selector} produced an invalid tree "
+                                   f"(size {tree.size}, budget {cfg.budget})")
+        return lattice, pool, selected, tree
 
-        lattice, stage = None, "draft"
-        try:
-            if sel.policy.needs_drafter:
-                with timer("draft"):
-                    lattice = self._draft(root, min(self.block_size - 1, room))
-            stage = "select"
-            with timer("pool"):
-                pool = sel.pool(root, lattice, cfg, ctx)
-            with timer("estimate"):
-                pool.reach = sel.estimate(pool, lattice, cfg, ctx)
-            with timer("select"):
-                selected = sel.select(pool, cfg, ctx)
-                tree = pool.subtree(selected)
-                if not tree.is_prefix_closed() or tree.size > cfg.budget:
-                    raise RuntimeError(f"selector {cfg.selector} produced an invalid tree "
-                                       f"(size {tree.size}, budget {cfg.budget})")
-            stage = "verify"
-            with timer("verify"):
-                hidden, features = self._verify(tree, start)
-                head = HeadRows(pair.target, hidden)
-                result = walk(tree, head, cfg.temperature, cfg.seed, start)
-        except torch.cuda.OutOfMemoryError as exc:
-            raise self._out_of_memory(stage, start) from exc
-        with timer("commit"):
-            keep = [0] + result.accepted
-            compact_cache(self.cache, start, keep)
-            if self.draft_context is not None:
-                self.draft_context.add(features[keep])
-            committed, reason = apply_stop_rules(
-                [int(tree.tokens[i]) for i in result.accepted] + [result.bonus_token], cfg,
-                generated=len(self.generated), total=len(self.tokens), eos_ids=pair.eos_token_ids,
-                max_context=pair.max_context)
-            self.finished, self.stop_reason = reason is not None, reason
-            self.tokens.extend(committed)
-            if self.estimator is not None and self.estimator.wants_feedback:
-                self.estimator.observe_round(pool, selected, edge_feedback(pool, selected, head, cfg.temperature))
-            record = build_round(index=len(self.rounds), config=cfg, pool=pool, selected=selected,
-                                 accepted_rows=result.accepted, child_prob=result.child_prob,
-                                 bonus_token=result.bonus_token, committed=committed, start=start,
-                                 timings={}, finished=self.finished, stop_reason=self.stop_reason,
-                                 texts=pair.token_texts, lattice=lattice)
-        record.timings = dict(timer.seconds)         # the whole step, the record included
-        self.rounds.append(record)
-        return record
+    def _commit(self, lattice, pool, selected, tree, head, result, features) -> Round:
+        """After the walk (the target's cache already compacted): the drafter's context, the stop
+        rules, the committed tokens, the estimator's feedback, and the round's record."""
+        pair, cfg = self.pair, self.config
+        start = len(self.tokens) - 1
+        keep = [0] + result.accepted
+        if self.draft_context is not None:
+            self.draft_context.add(features[keep])
+        committed, reason = apply_stop_rules(
+            [int(tree.tokens[i]) for i in result.accepted] + [result.bonus_token], cfg,
+            generated=len(self.generated), total=len(self.tokens), eos_ids=pair.eos_token_ids,
+            max_context=pair.max_context)
+        self.finished, self.stop_reason = reason is not None, reason
+        self.tokens.extend(committed)
+        if self.estimator is not None and self.estimator.wants_feedback:
+            self.estimator.observe_round(pool, selected, edge_feedback(pool, selected, head, cfg.temperature))
+        return build_round(index=len(self.rounds), config=cfg, pool=pool, selected=selected,
+                           accepted_rows=result.accepted, child_prob=result.child_prob,
+                           bonus_token=result.bonus_token, committed=committed, start=start,
+                           timings={}, finished=self.finished, stop_reason=self.stop_reason,
+                           texts=pair.token_texts, lattice=lattice)
 
     def _draft(self, root: int, depth: int) -> Lattice:
         hidden = self.draft_context.draft(root, depth, self.pair.embed)

@@ -1,0 +1,154 @@
+"""BatchSession: B requests decoded together, one target forward verifying every request's tree
+(issue 52, the engine's part).
+
+Each request is a `DecodeSession` of its own (its tokens, selector, estimator, drafter context, stop
+rules, rounds); what they share is the target's key/value cache, one `TargetCache` whose batch row b
+is request b's, and the verify forward:
+
+    draft, pool, estimate, select   per request, exactly as a solo round (`DecodeSession._choose`)
+    verify   one target forward over the B trees padded to the largest: input ids and positions
+             [B, N] (each request's own positions), one additive 4-D mask [B, 1, N, M + N] where M
+             is the longest request's cached length: a tree row sees its request's own cached
+             positions [0, len_b) and its ancestors in the tree block [M, M + n_b); a padding row (a
+             smaller tree's, or a finished request's) sees only itself. The forward writes every
+             row's tree at [M, M + N); the walk per request on its own rows.
+    commit   per request: its row's accepted entries moved down to [len_b, len_b + kept) (its
+             cache committed on its own: the gap up to M, and anything past its length, is never
+             visible to it), then the solo round's commit (`DecodeSession._commit`).
+
+So each request's tokens are its solo run's, token for token, at T=0 and at T>0 (its draws keyed by
+its own seed and positions), whatever the others do or when they finish (tests/test_batch.py). Only
+the target's forward is shared here; each request still drafts in a pass of its own.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .config import DecodeConfig
+from .drafter import context_features
+from .pair import ModelPair
+from .record import Round
+from .session import DecodeSession
+from .target_cache import TargetCache
+from .timing import StageTimer
+from .verify import HeadRows, cache_argument, walk
+
+__all__ = ["BatchSession"]
+
+
+class BatchSession:
+    """Decode `prompts` together with one `config` (a `DecodeSession` per request, one shared target
+    cache and verify forward)."""
+
+    def __init__(self, pair: ModelPair, prompts: list[str | list[int]], config: DecodeConfig | None = None,
+                 profile=None, **overrides):
+        if not prompts:
+            raise ValueError("a batch needs at least one prompt")
+        self.pair = pair
+        self.requests = [DecodeSession(pair, prompt, config, profile=profile, **overrides) for prompt in prompts]
+        caches = [r.cache for r in self.requests]
+        if not all(isinstance(c, TargetCache) for c in caches):
+            raise ValueError("batched decoding needs a target whose layers are all full attention (a TargetCache)")
+        if any(c.storage is None for c in caches):
+            raise ValueError("every prompt of a batch needs at least two tokens (the first round's root and "
+                             "something before it)")
+        self.lengths = [len(r.tokens) - 1 for r in self.requests]      # each request's cached positions
+        room = max(len(r.prompt_ids) + r.config.max_new_tokens for r in self.requests)
+        room += max(r.config.budget for r in self.requests) + 2
+        first = caches[0].storage
+        layers, _, _, heads, _, dim = first.shape
+        self.cache = TargetCache(layers, room)
+        self.cache.storage = torch.zeros(layers, 2, len(prompts), heads, room, dim, dtype=first.dtype,
+                                         device=first.device)
+        for b, (request, cache) in enumerate(zip(self.requests, caches)):
+            self.cache.storage[:, :, b, :, :self.lengths[b], :] = cache.storage[:, :, 0, :, :self.lengths[b], :]
+            request.cache = None                  # its cache is now this batch's row b
+        for layer in self.cache.layers:
+            layer.length = max(self.lengths)
+
+    @property
+    def finished(self) -> bool:
+        return all(r.finished for r in self.requests)
+
+    @property
+    def rounds(self) -> list[list[Round]]:
+        return [r.rounds for r in self.requests]
+
+    def run(self) -> list[list[Round]]:
+        while not self.finished:
+            self.step()
+        return self.rounds
+
+    @torch.inference_mode()
+    def step(self) -> list[Round | None]:
+        """One round of every request still running (None for those that have finished)."""
+        if self.finished:
+            raise RuntimeError("every request of this batch has finished")
+        pair = self.pair
+        active = [b for b, r in enumerate(self.requests) if not r.finished]
+        timers = {b: StageTimer(pair.device) for b in active}
+        chosen = {b: self.requests[b]._choose(timers[b]) for b in active}
+        shared = StageTimer(pair.device)
+        with shared("verify"):
+            hidden, features = self._verify({b: chosen[b][3] for b in active})
+        out: list[Round | None] = [None] * len(self.requests)
+        for b in active:
+            request, (lattice, pool, selected, tree) = self.requests[b], chosen[b]
+            cfg, start = request.config, self.lengths[b]
+            timer = timers[b]
+            with timer("verify"):
+                head = HeadRows(pair.target, hidden[b, :len(tree.tokens)])
+                result = walk(tree, head, cfg.temperature, cfg.seed, start)
+            with timer("commit"):
+                keep = [0] + result.accepted
+                self._compact(b, keep)
+                record = request._commit(lattice, pool, selected, tree, head, result,
+                                         None if features is None else features[b])
+            record.timings = dict(timer.seconds)
+            record.timings["verify"] = record.timings.get("verify", 0.0) + shared.seconds["verify"]
+            request.rounds.append(record)
+            out[b] = record
+        return out
+
+    def _verify(self, trees: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The target's forward over every active request's tree: hidden states [B, N, d] and context
+        features [B, N, F] (or None); rows past a request's tree are padding."""
+        pair, cache = self.pair, self.cache
+        batch, past = len(self.requests), max(self.lengths)
+        width = max(len(tree.tokens) for tree in trees.values())
+        device, dtype = cache.storage.device, pair.dtype
+        ids = torch.zeros(batch, width, dtype=torch.long)
+        positions = torch.zeros(batch, width, dtype=torch.long)
+        mask = torch.full((batch, 1, width, past + width), torch.finfo(dtype).min, dtype=dtype)
+        rows = torch.arange(width)
+        mask[:, 0, rows, past + rows] = 0.0                  # every row sees itself (padding rows only that)
+        for b, tree in trees.items():
+            n, length = len(tree.tokens), self.lengths[b]
+            ids[b, :n] = torch.as_tensor(tree.tokens)
+            positions[b, :] = length
+            positions[b, :n] = length + torch.as_tensor(tree.depths)
+            mask[b, 0, :n, :length] = 0.0
+            block = mask[b, 0, :n, past:past + n]
+            block[torch.as_tensor(tree.ancestor_matrix())] = 0.0
+        for b in set(range(batch)) - set(trees):
+            positions[b, :] = self.lengths[b]
+        for layer in cache.layers:
+            layer.length = past                              # the trees go at [past, past + width)
+        self._past = past
+        decoder = pair.target.get_decoder()
+        layers = pair.feature_layers if any(r.draft_context is not None for r in self.requests) else None
+        selection = None if layers is None else sorted({i + 1 for i in layers})
+        result = decoder(input_ids=ids.to(device), position_ids=positions.to(device), attention_mask=mask.to(device),
+                         **{cache_argument(decoder): cache}, use_cache=True, output_hidden_states=selection)
+        features = None if layers is None else context_features(result.hidden_states, layers)
+        return result.last_hidden_state, features
+
+    def _compact(self, b: int, keep: list[int]) -> None:
+        """Request b's accepted tree entries (tree rows `keep`, in order) moved down to its own cached
+        length, in its own row of the cache."""
+        past, length = self._past, self.lengths[b]
+        storage = self.cache.storage
+        source = torch.as_tensor([past + k for k in keep], device=storage.device)
+        storage[:, :, b, :, length:length + len(keep), :] = storage[:, :, b].index_select(-2, source)
+        self.lengths[b] = length + len(keep)

@@ -1,0 +1,52 @@
+"""A batch of requests in the engine (issue 52): B prompts of different lengths decoded together, one
+target forward verifying every request's tree, each request's cache committed in its own row. Each
+request's tokens equal plain decoding and its own solo run, token for token, for every selector, at
+T=0 and at T>0 with its seed, requests finishing at different rounds (their rows padding after)."""
+
+from __future__ import annotations
+
+import pytest
+
+from taps import DecodeSession, greedy_continuation, sample_continuation
+from taps.batch import BatchSession
+
+PROMPTS = ([5, 17, 33, 2, 60, 8], [40, 41, 42], [7, 7, 7, 9, 11, 3, 70, 2, 5, 61, 12, 13, 90, 4], [88, 3])
+RUNS = [("ar", "marginal"), ("dflash", "marginal"), ("dflash2", "marginal"), ("ddtree", "marginal"),
+        ("taps", "online"), ("taps", "marginal"), ("oracle", "marginal")]
+NEW = 20
+
+
+def settings(selector: str, estimator: str, temperature: float, budget: int = 8) -> dict:
+    return dict(selector=selector, estimator=estimator, budget=budget, temperature=temperature, seed=11,
+                max_new_tokens=NEW, stop_at_eos=False)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+@pytest.mark.parametrize("selector,estimator", RUNS)
+def test_each_request_of_a_batch_is_its_solo_run(tiny_pair, selector, estimator, temperature):
+    if selector == "oracle" and temperature > 0:
+        pytest.skip("the oracle is greedy only")
+    options = settings(selector, estimator, temperature)
+    batch = BatchSession(tiny_pair, [list(p) for p in PROMPTS], **options)
+    batch.run()
+    for prompt, request in zip(PROMPTS, batch.requests):
+        reference = (greedy_continuation(tiny_pair, list(prompt), NEW) if temperature == 0
+                     else sample_continuation(tiny_pair, list(prompt), NEW, temperature, 11))
+        assert request.generated == reference, (selector, prompt)
+        solo = DecodeSession(tiny_pair, list(prompt), **options)
+        solo.run()
+        assert [r.committed_tokens for r in request.rounds] == [r.committed_tokens for r in solo.rounds]
+        assert [r.verified_nodes for r in request.rounds] == [r.verified_nodes for r in solo.rounds]
+    assert len({len(r.rounds) for r in batch.requests}) > 1 or selector == "ar"    # they finish apart
+
+
+def test_a_batch_of_one_and_bad_input(tiny_pair):
+    batch = BatchSession(tiny_pair, [[5, 17, 33]], **settings("taps", "online", 0.0, 32))
+    batch.run()
+    assert batch.requests[0].generated == greedy_continuation(tiny_pair, [5, 17, 33], NEW)
+    with pytest.raises(RuntimeError, match="every request of this batch has finished"):
+        batch.step()
+    with pytest.raises(ValueError, match="at least one prompt"):
+        BatchSession(tiny_pair, [])
+    with pytest.raises(ValueError, match="at least two tokens"):
+        BatchSession(tiny_pair, [[5, 17], [9]])

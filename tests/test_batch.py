@@ -50,3 +50,18 @@ def test_a_batch_of_one_and_bad_input(tiny_pair):
         BatchSession(tiny_pair, [])
     with pytest.raises(ValueError, match="at least two tokens"):
         BatchSession(tiny_pair, [[5, 17], [9]])
+
+
+def test_the_batch_command_prints_throughput_per_batch_and_selector(tiny_pair_dir, tmp_path, capsys):
+    from taps.eval.cli import main
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "def f():"}\n{"id": "b", "prompt": "import os"}\n'
+                       '{"id": "c", "prompt": "x = 1"}\n')
+    assert main(["batch", "--pair", str(tiny_pair_dir), "--prompt-file", str(prompts), "--selectors", "ddtree,taps",
+                 "--batch", "1,3", "--budget", "8", "--max-new-tokens", "8", "--ignore-eos", "--repeats", "1"]) == 0
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ") and not line.startswith("| batch")]
+    assert [(r[0], r[1]) for r in rows] == [(b, s) for b in ("1", "3") for s in ("ar", "ddtree", "taps")]
+    assert all(r[5] == "yes" for r in rows)                    # every request's tokens are AR's
+    assert all(r[4] == "1.00x" for r in rows if r[1] == "ar") and all(float(r[3]) > 0 for r in rows)

@@ -169,17 +169,27 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def suite_setup(args):
+    """(suite name, its first --limit prompts, the pair, the decode settings) of a suite command."""
+    from .prompts import suite_prompts
+
+    suite, prompts = suite_prompts(args.suite, args.prompt_file)
+    return suite, prompts[: args.limit] if args.limit else prompts, load_from_args(args), decode_config(args)
+
+
+def add_suite_arguments(p: argparse.ArgumentParser, limit: int) -> None:
+    p.add_argument("--suite", default="humaneval", help="humaneval | examples | examples-v1")
+    p.add_argument("--prompt-file", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line (instead of --suite)")
+    p.add_argument("--limit", type=int, default=limit, help="the suite's first N prompts (0: all)")
+
+
 def cmd_batch(args) -> int:
     import time
     from dataclasses import replace
 
     from ..batch import BatchSession
-    from .prompts import suite_prompts
 
-    suite, prompts = suite_prompts(args.suite, args.prompt_file)
-    prompts = prompts[: args.limit] if args.limit else prompts
-    pair = load_from_args(args)
-    config = decode_config(args)
+    suite, prompts, pair, config = suite_setup(args)
     selectors = args.selectors
     if AR.name not in selectors:
         selectors = [AR.name, *selectors]
@@ -228,12 +238,8 @@ def cmd_headroom(args) -> int:
     from ..record import DRAFT_TOP_K
     from ..session import DecodeSession
     from .metrics import candidate_recall
-    from .prompts import suite_prompts
 
-    suite, prompts = suite_prompts(args.suite, args.prompt_file)
-    prompts = prompts[: args.limit] if args.limit else prompts
-    pair = load_from_args(args)
-    config = decode_config(args)
+    suite, prompts, pair, config = suite_setup(args)
     config.validate(pair)
     if not config.policy.needs_drafter:
         raise ValueError("the headroom is the drafter's: choose a selector that drafts")
@@ -293,17 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_decode_arguments(bat, exclude=("selector",))
     bat.add_argument("--selectors", type=_csv(str), default=[DFLASH.name, DDTREE.name, TAPS.name])
     bat.add_argument("--batch", type=_csv(int), default=[1, 2, 4, 8])
-    bat.add_argument("--suite", default="humaneval", help="humaneval | examples | examples-v1")
-    bat.add_argument("--prompt-file", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line (instead of --suite)")
-    bat.add_argument("--limit", type=int, default=8, help="the suite's first N prompts (0: all)")
+    add_suite_arguments(bat, 8)
     bat.add_argument("--repeats", type=int, default=2, help="alternated runs per batch size (the best is kept)")
     bat.set_defaults(func=cmd_batch)
     room = sub.add_parser("headroom", help="per draft depth, the target's token among the drafter's top 1/4/16")
     add_pair_arguments(room)
     add_decode_arguments(room)
-    room.add_argument("--suite", default="humaneval", help="humaneval | examples | examples-v1")
-    room.add_argument("--prompt-file", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line (instead of --suite)")
-    room.add_argument("--limit", type=int, default=12, help="the suite's first N prompts (0: all)")
+    add_suite_arguments(room, 12)
     room.add_argument("--depths", type=int, default=5, help="draft depths to report")
     room.set_defaults(func=cmd_headroom)
     return parser

@@ -26,13 +26,12 @@ from __future__ import annotations
 import torch
 
 from .config import DecodeConfig
-from .drafter import context_features
 from .pair import ModelPair
 from .record import Round
 from .session import DecodeSession
 from .target_cache import TargetCache
 from .timing import StageTimer
-from .verify import HeadRows, cache_argument, walk
+from .verify import HeadRows, target_body_batch, walk
 
 __all__ = ["BatchSession"]
 
@@ -89,9 +88,10 @@ class BatchSession:
         active = [b for b, r in enumerate(self.requests) if not r.finished]
         timers = {b: StageTimer(pair.device) for b in active}
         chosen = {b: self.requests[b]._choose(timers[b]) for b in active}
+        past = max(self.lengths)                     # every tree is written after the longest cached request
         shared = StageTimer(pair.device)
         with shared("verify"):
-            hidden, features = self._verify({b: chosen[b][3] for b in active})
+            hidden, features = self._verify({b: chosen[b][3] for b in active}, past)
         out: list[Round | None] = [None] * len(self.requests)
         for b in active:
             request, (lattice, pool, selected, tree) = self.requests[b], chosen[b]
@@ -102,7 +102,7 @@ class BatchSession:
                 result = walk(tree, head, cfg.temperature, cfg.seed, start)
             with timer("commit"):
                 keep = [0] + result.accepted
-                self._compact(b, keep)
+                self._compact(b, past, keep)
                 record = request._commit(lattice, pool, selected, tree, head, result,
                                          None if features is None else features[b])
             record.timings = dict(timer.seconds)
@@ -111,11 +111,12 @@ class BatchSession:
             out[b] = record
         return out
 
-    def _verify(self, trees: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The target's forward over every active request's tree: hidden states [B, N, d] and context
-        features [B, N, F] (or None); rows past a request's tree are padding."""
+    def _verify(self, trees: dict, past: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The target's forward over every active request's tree, written to the cache at `past`:
+        hidden states [B, N, d] and context features [B, N, F] (or None); rows past a request's tree
+        are padding."""
         pair, cache = self.pair, self.cache
-        batch, past = len(self.requests), max(self.lengths)
+        batch = len(self.requests)
         width = max(len(tree.tokens) for tree in trees.values())
         device, dtype = cache.storage.device, pair.dtype
         ids = torch.zeros(batch, width, dtype=torch.long)
@@ -135,19 +136,13 @@ class BatchSession:
             positions[b, :] = self.lengths[b]
         for layer in cache.layers:
             layer.length = past                              # the trees go at [past, past + width)
-        self._past = past
-        decoder = pair.target.get_decoder()
         layers = pair.feature_layers if any(r.draft_context is not None for r in self.requests) else None
-        selection = None if layers is None else sorted({i + 1 for i in layers})
-        result = decoder(input_ids=ids.to(device), position_ids=positions.to(device), attention_mask=mask.to(device),
-                         **{cache_argument(decoder): cache}, use_cache=True, output_hidden_states=selection)
-        features = None if layers is None else context_features(result.hidden_states, layers)
-        return result.last_hidden_state, features
+        return target_body_batch(pair.target, cache, ids.to(device), positions.to(device), mask.to(device), layers)
 
-    def _compact(self, b: int, keep: list[int]) -> None:
-        """Request b's accepted tree entries (tree rows `keep`, in order) moved down to its own cached
-        length, in its own row of the cache."""
-        past, length = self._past, self.lengths[b]
+    def _compact(self, b: int, past: int, keep: list[int]) -> None:
+        """Request b's accepted tree entries (tree rows `keep`, in order, written at `past`) moved down
+        to its own cached length, in its own row of the cache."""
+        length = self.lengths[b]
         storage = self.cache.storage
         source = torch.as_tensor([past + k for k in keep], device=storage.device)
         storage[:, :, b, :, length:length + len(keep), :] = storage[:, :, b].index_select(-2, source)

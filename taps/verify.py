@@ -66,12 +66,21 @@ def target_body(target, cache: Cache, input_ids: torch.Tensor, position_ids: tor
     concurrent calls on the shared target never see each other's). Nothing is written on the
     target: the features are exactly `output_hidden_states=True`'s. `compiled`: the decoder's
     layers run their `torch.compile`d forwards (`compiled_decoder`)."""
+    hidden, features = target_body_batch(target, cache, input_ids, position_ids, attention_mask, feature_layers,
+                                         compiled)
+    return hidden[0], None if features is None else features[0]
+
+
+def target_body_batch(target, cache: Cache, input_ids: torch.Tensor, position_ids: torch.Tensor,
+                      attention_mask: torch.Tensor | None, feature_layers: list[int] | None, compiled: bool = False):
+    """`target_body` for a batch of rows [B, n] (`taps.batch`): hidden states [B, n, d] and context
+    features [B, n, F] (or None)."""
     decoder = compiled_decoder(target) if compiled else target.get_decoder()
     selection = None if feature_layers is None else sorted({i + 1 for i in feature_layers})
     out = decoder(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
                   **{cache_argument(decoder): cache}, use_cache=True, output_hidden_states=selection)
-    features = None if feature_layers is None else context_features(out.hidden_states, feature_layers)[0]
-    return out.last_hidden_state[0], features
+    features = None if feature_layers is None else context_features(out.hidden_states, feature_layers)
+    return out.last_hidden_state, features
 
 
 _CACHE_ARGUMENT: dict[type, str] = {}

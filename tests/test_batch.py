@@ -65,3 +65,17 @@ def test_the_batch_command_prints_throughput_per_batch_and_selector(tiny_pair_di
     assert [(r[0], r[1]) for r in rows] == [(b, s) for b in ("1", "3") for s in ("ar", "ddtree", "taps")]
     assert all(r[5] == "yes" for r in rows)                    # every request's tokens are AR's
     assert all(r[4] == "1.00x" for r in rows if r[1] == "ar") and all(float(r[3]) > 0 for r in rows)
+
+
+BAD_NUMBERS = [(["batch", "--batch", "0"], "--batch must be sizes of at least 1"),
+               (["batch", "--repeats", "0"], "--repeats must be a whole number of at least 1"),
+               (["headroom", "--depths", "0"], "--depths must be a whole number of at least 1"),
+               (["headroom", "--limit", "-1"], "--limit must be a whole number of at least 0")]
+
+
+@pytest.mark.parametrize("flags,message", BAD_NUMBERS)
+def test_the_suite_commands_refuse_bad_numbers_with_a_message(tiny_pair_dir, capsys, flags, message):
+    from taps.eval.cli import main
+
+    assert main([*flags, "--pair", str(tiny_pair_dir)]) == 2
+    assert message in capsys.readouterr().err

@@ -173,6 +173,13 @@ def suite_setup(args):
     """(suite name, its first --limit prompts, the pair, the decode settings) of a suite command."""
     from .prompts import suite_prompts
 
+    for name, least in (("limit", 0), ("batch", 1), ("depths", 1), ("repeats", 1)):
+        if not hasattr(args, name):
+            continue
+        value = getattr(args, name)
+        if not value and name == "batch" or any(v < least for v in (value if isinstance(value, list) else [value])):
+            raise ValueError(f"--{name} must be {'sizes' if name == 'batch' else 'a whole number'} of at least "
+                             f"{least}, got {value}")
     suite, prompts = suite_prompts(args.suite, args.prompt_file)
     return suite, prompts[: args.limit] if args.limit else prompts, load_from_args(args), decode_config(args)
 

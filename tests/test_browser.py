@@ -136,7 +136,7 @@ def open_step(browser, url: str, size: tuple[int, int], accept_downloads: bool =
     page.set_default_timeout(90_000)
     page.add_init_script(COUNT_STEP_CLICKS)
     page.goto(f"{url}/Step_through?prompt={quote(LONG_RUN)}")
-    page.get_by_role("button", name="Step", exact=True).wait_for()
+    shown_once(page, page.get_by_role("button", name="Step", exact=True))
     # the browser's size report reruns the page once, and on a short window the settings then move
     # under the run: until that run is drawn, a settings box can stand twice (the old one fading)
     settled(page)
@@ -153,6 +153,24 @@ def idle(page) -> None:
     """Wait until no script run of the page's session is in progress (Streamlit's own state on its
     app element: the header's running indicator is hidden in presenter mode and shows late)."""
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for()
+
+
+def shown_once(page, locator, timeout_s: float = 90.0):
+    """`locator` once the page shows it exactly once and no run is in progress; returns it. A rerun
+    that moves an element (the first run after a start says what it waits for, the next draws the
+    page) leaves the old copy on the page, faded, until the run ends: meanwhile a strict locator
+    matches two elements and a plain `wait_for` on it fails."""
+    import time
+
+    locator.first.wait_for(timeout=timeout_s * 1000)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        idle(page)
+        if locator.count() == 1:
+            return locator
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{locator} stands {locator.count()} times on an idle page")
+        page.wait_for_timeout(200)
 
 
 def settled(page) -> None:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 import test_browser
-from test_browser import idle, settled, streamlit_server, tree_chart
+from test_browser import idle, settled, shown_once, streamlit_server, tree_chart
 
 browser = test_browser.browser          # the shared Chromium fixture
 
@@ -44,8 +44,7 @@ def test_the_first_step_on_a_fresh_machine_shows_a_tree_and_names_the_profile(sh
     page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     page.set_default_timeout(90_000)
     page.goto(f"{url}/Step_through")
-    step_button = page.get_by_role("button", name="Step", exact=True)
-    step_button.wait_for()
+    step_button = shown_once(page, page.get_by_role("button", name="Step", exact=True))
     settled(page)
     assert page.locator('[data-testid="stException"]').count() == 0
     started = time.perf_counter()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import COUNT_STEP_CLICKS, LONG_RUN, browser, click_step, idle, server, settled  # noqa: F401
+from test_browser import COUNT_STEP_CLICKS, LONG_RUN, browser, click_step, idle, server, settled, shown_once  # noqa: F401
 from test_browser_lecture import press, title, unfocus
 
 pytestmark = pytest.mark.browser
@@ -50,7 +50,7 @@ def test_controls_counters_and_tree_stay_in_view(server, browser, size, presente
     page.add_init_script(COUNT_STEP_CLICKS)
     query = {"prompt": LONG_RUN, **({"presenter": "1"} if presenter else {})}
     page.goto(f"{server}/Step_through?{urlencode(query)}")
-    page.get_by_role("button", name="Step", exact=True).wait_for()
+    shown_once(page, page.get_by_role("button", name="Step", exact=True))
     page.wait_for_function("() => (window.__tapsLecture || {}).gen >= 1")
     settled(page)
     for number in range(1, 7):
@@ -94,7 +94,7 @@ def test_the_last_round_fits_a_projector_after_run_to_end_and_autoplay(server, b
     page.set_default_timeout(90_000)
     query = {"prompt": LONG_RUN, "max_new_tokens": "24", **({"presenter": "1"} if presenter else {})}
     page.goto(f"{server}/Step_through?{urlencode(query)}")
-    page.get_by_role("button", name="Run to end", exact=True).wait_for()
+    shown_once(page, page.get_by_role("button", name="Run to end", exact=True))
     page.wait_for_function("() => (window.__tapsLecture || {}).gen >= 1")
     settled(page)
     page.get_by_role("button", name="Run to end", exact=True).click()

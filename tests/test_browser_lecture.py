@@ -17,7 +17,18 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
-from test_browser import LONG_RUN, ROOT, browser, idle, metric, server, settled, streamlit_server, tree_chart  # noqa: F401
+from test_browser import (  # noqa: F401
+    LONG_RUN,
+    ROOT,
+    browser,
+    idle,
+    metric,
+    server,
+    settled,
+    shown_once,
+    streamlit_server,
+    tree_chart,
+)
 
 from taps.policies import TAPS
 
@@ -48,7 +59,7 @@ def open_link(chromium, url: str, query: str, accept_downloads: bool = False, co
         page = context.new_page()
     page.set_default_timeout(90_000)
     page.goto(f"{url}/Step_through?{query}")
-    page.get_by_role("button", name="Step", exact=True).wait_for()
+    shown_once(page, page.get_by_role("button", name="Step", exact=True))
     page.wait_for_function("() => (window.__tapsLecture || {}).gen >= 1")    # the keys are listened to
     settled(page)
     return page

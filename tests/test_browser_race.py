@@ -17,7 +17,7 @@ import urllib.parse
 import pytest
 import torch
 from conftest import fixed_profile
-from test_browser import browser, idle, keep_screenshot, server, set_presenter  # noqa: F401
+from test_browser import browser, idle, keep_screenshot, server, set_presenter, shown_once  # noqa: F401
 
 from taps.config import DecodeConfig
 from taps.studio.app_state import load_pair_from_source
@@ -85,8 +85,7 @@ def test_the_race_plays_four_lanes_on_the_modelled_clock_and_replays_alike(serve
     page.set_default_timeout(90_000)
     query = urllib.parse.urlencode({"prompt": PROMPT, "budget": BUDGET, "clock": "modelled", "estimator": "online"})
     page.goto(f"{server}/Race_and_sweep?{query}")
-    page.get_by_role("button", name="Race", exact=True).wait_for()
-    idle(page)
+    shown_once(page, page.get_by_role("button", name="Race", exact=True))
 
     # paused midway: each lane holds what its modelled round times allow at the clock shown
     page.get_by_role("button", name="Race", exact=True).click()
@@ -137,8 +136,7 @@ def test_the_race_plays_four_lanes_on_the_modelled_clock_and_replays_alike(serve
     context = browser.new_context(viewport={"width": SIZE[0], "height": SIZE[1]})
     other = context.new_page()
     other.goto(link)
-    other.get_by_role("button", name="Race", exact=True).wait_for()
-    idle(other)
+    shown_once(other, other.get_by_role("button", name="Race", exact=True))
     params = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(link).query))
     assert params["prompt"] == PROMPT and params["budget"] == str(BUDGET) and params["clock"] == "modelled"
     expect(other.get_by_label("Prompt", exact=True)).to_have_value(PROMPT)
@@ -197,8 +195,7 @@ def test_a_roofline_profile_chosen_in_the_sidebar_prices_the_lanes_their_caption
     page.set_default_timeout(90_000)
     query = urllib.parse.urlencode({"prompt": PROMPT, "budget": BUDGET, "clock": "modelled", "estimator": "online"})
     page.goto(f"{server}/Race_and_sweep?{query}")
-    page.get_by_role("button", name="Race", exact=True).wait_for()
-    idle(page)
+    shown_once(page, page.get_by_role("button", name="Race", exact=True))
     page.get_by_text("roofline estimate (what-if hardware)").click()          # H200 x Qwen3-8B, the default pick
     clock_caption = page.get_by_text("Clock: modelled")
     expect(clock_caption).to_contain_text("roofline estimate: NVIDIA H200")
@@ -239,8 +236,7 @@ def test_the_sweeps_best_budget_table_shows_every_column_at_1280_px(server, brow
     page.set_default_timeout(180_000)
     query = urllib.parse.urlencode({"prompt": PROMPT, "budget": BUDGET, "estimator": "online"})
     page.goto(f"{server}/Race_and_sweep?{query}")
-    page.get_by_role("button", name="Sweep", exact=True).wait_for()
-    idle(page)
+    shown_once(page, page.get_by_role("button", name="Sweep", exact=True))
     page.get_by_role("button", name="Sweep", exact=True).click()
     page.get_by_text("Best budget per selector on this device").wait_for(timeout=600_000)
     idle(page)

@@ -19,21 +19,57 @@ is request b's, and the verify forward:
 So each request's tokens are its solo run's, token for token, at T=0 and at T>0 (its draws keyed by
 its own seed and positions), whatever the others do or when they finish (tests/test_batch.py). Only
 the target's forward is shared here; each request still drafts in a pass of its own.
+
+Two batch plans size every request's tree together, from the profile's verify cost at a batch
+(`taps.batch_cost`): one width for the whole forward, the one that maximises the batch's expected
+tokens per second (`shared_width`), each request then verifying its best nodes up to that width:
+    taps-batch   batch-aware TAPS: each request's TAPS pool and path-conditioned reach, its tree the
+                 prefix-closed top of its reach;
+    chain-batch  the confidence-scheduled chain, in the manner of DSpark in vLLM: each request's
+                 drafter chain (argmax per depth) with the same estimator's reach as its survival,
+                 cut at the shared width.
+Both run the TAPS settings given (estimator, budget: the widest tree a request may get).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import torch
 
+from .batch_cost import of_profile, shared_width
 from .config import DecodeConfig
 from .pair import ModelPair
+from .policies import TAPS
+from .pool import tree_from_nodes
 from .record import Round
 from .session import DecodeSession
 from .target_cache import TargetCache
 from .timing import StageTimer
 from .verify import HeadRows, target_body_batch, walk
 
-__all__ = ["BatchSession"]
+__all__ = ["BatchSession", "PLANS", "batch_inputs"]
+
+PLANS = {"taps-batch": "TAPS (batch-aware)", "chain-batch": "confidence chain"}
+
+
+class ChainSelector:
+    """The confidence-scheduled chain's per-request part: the drafter's argmax chain as the pool, its
+    reach from the session's estimator (TAPS's), its first `budget` nodes selected. Not a registered
+    policy (`taps.policies`): it runs only in a batch plan, which sets the budget per round."""
+
+    policy = TAPS                    # what the session asks of it: a drafter and an estimator
+
+    def pool(self, root_token, lattice, cfg, ctx):
+        length = min(cfg.budget, lattice.depth)
+        return tree_from_nodes(root_token, [(d - 1, d, 0) for d in range(1, length + 1)], lattice)
+
+    def estimate(self, pool, lattice, cfg, ctx):
+        return ctx.estimator.reach(pool, lattice)
+
+    def select(self, pool, cfg, ctx):
+        return np.arange(min(cfg.budget, pool.size) + 1)
 
 
 class BatchSession:
@@ -41,11 +77,25 @@ class BatchSession:
     cache and verify forward)."""
 
     def __init__(self, pair: ModelPair, prompts: list[str | list[int]], config: DecodeConfig | None = None,
-                 profile=None, **overrides):
+                 profile=None, plan: str | None = None, **overrides):
         if not prompts:
             raise ValueError("a batch needs at least one prompt")
         self.pair = pair
+        self.plan = plan
+        self.batch_verify = None
+        if plan is not None:
+            if plan not in PLANS:
+                raise ValueError(f"unknown batch plan '{plan}': choose one of {', '.join(PLANS)}")
+            self.batch_verify = of_profile(profile)
+            if self.batch_verify is None:
+                raise ValueError(f"the batch plan '{plan}' sizes trees from the verify cost at a batch, and this "
+                                 "latency profile has none: measure it with `python -m taps batch --measure`")
+            overrides = {**overrides, "selector": TAPS.name, "taps_mode": "reach"}
         self.requests = [DecodeSession(pair, prompt, config, profile=profile, **overrides) for prompt in prompts]
+        if plan == "chain-batch":
+            for request in self.requests:
+                request.selector = ChainSelector()
+        self.widths: list[tuple[int, int]] = []      # per step: (requests verified, the forward's width)
         caches = [r.cache for r in self.requests]
         if not all(isinstance(c, TargetCache) for c in caches):
             raise ValueError("batched decoding needs a target whose layers are all full attention (a TargetCache)")
@@ -87,7 +137,9 @@ class BatchSession:
         pair = self.pair
         active = [b for b, r in enumerate(self.requests) if not r.finished]
         timers = {b: StageTimer(pair.device) for b in active}
-        chosen = {b: self.requests[b]._choose(timers[b]) for b in active}
+        chosen = self._planned(active, timers) if self.plan else {b: self.requests[b]._choose(timers[b])
+                                                                  for b in active}
+        self.widths.append((len(active), max(chosen[b][3].size for b in active)))
         past = max(self.lengths)                     # every tree is written after the longest cached request
         shared = StageTimer(pair.device)
         with shared("verify"):
@@ -111,32 +163,34 @@ class BatchSession:
             out[b] = record
         return out
 
+    def _planned(self, active: list[int], timers: dict) -> dict:
+        """The batch plan's round: every active request's draft, pool and reach, one width for the
+        whole forward (`shared_width`, from the profile's verify cost at this batch), then each
+        request's best nodes up to it."""
+        pools = {b: self.requests[b]._pool(timers[b]) for b in active}
+        request = self.requests[active[0]]
+        widest = request.config.budget
+        reaches = [np.sort(pool.reach[1:])[::-1] for _, pool in pools.values()]
+        overhead = len(active) * request.profile.overhead(TAPS.run_label(request.config.estimator))
+        width = shared_width(reaches, overhead, self.batch_verify, widest)
+        chosen = {}
+        for b in active:
+            with timers[b]("select"):
+                lattice, pool = pools[b]
+                chosen[b] = (lattice, pool, *self.requests[b]._select(pool, replace(self.requests[b].config,
+                                                                                   budget=width)))
+        return chosen
+
     def _verify(self, trees: dict, past: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The target's forward over every active request's tree, written to the cache at `past`:
         hidden states [B, N, d] and context features [B, N, F] (or None); rows past a request's tree
         are padding."""
         pair, cache = self.pair, self.cache
-        batch = len(self.requests)
-        width = max(len(tree.tokens) for tree in trees.values())
-        device, dtype = cache.storage.device, pair.dtype
-        ids = torch.zeros(batch, width, dtype=torch.long)
-        positions = torch.zeros(batch, width, dtype=torch.long)
-        mask = torch.full((batch, 1, width, past + width), torch.finfo(dtype).min, dtype=dtype)
-        rows = torch.arange(width)
-        mask[:, 0, rows, past + rows] = 0.0                  # every row sees itself (padding rows only that)
-        for b, tree in trees.items():
-            n, length = len(tree.tokens), self.lengths[b]
-            ids[b, :n] = torch.as_tensor(tree.tokens)
-            positions[b, :] = length
-            positions[b, :n] = length + torch.as_tensor(tree.depths)
-            mask[b, 0, :n, :length] = 0.0
-            block = mask[b, 0, :n, past:past + n]
-            block[torch.as_tensor(tree.ancestor_matrix())] = 0.0
-        for b in set(range(batch)) - set(trees):
-            positions[b, :] = self.lengths[b]
+        ids, positions, mask = batch_inputs(trees, self.lengths, past, pair.dtype)
         for layer in cache.layers:
             layer.length = past                              # the trees go at [past, past + width)
         layers = pair.feature_layers if any(r.draft_context is not None for r in self.requests) else None
+        device = cache.storage.device
         return target_body_batch(pair.target, cache, ids.to(device), positions.to(device), mask.to(device), layers)
 
     def _compact(self, b: int, past: int, keep: list[int]) -> None:
@@ -147,3 +201,27 @@ class BatchSession:
         source = torch.as_tensor([past + k for k in keep], device=storage.device)
         storage[:, :, b, :, length:length + len(keep), :] = storage[:, :, b].index_select(-2, source)
         self.lengths[b] = length + len(keep)
+
+
+def batch_inputs(trees: dict, lengths: list[int], past: int, dtype: torch.dtype):
+    """Input ids and positions [B, N] and the additive mask [B, 1, N, past + N] of one forward over
+    the trees of the requests in `trees` (request index -> DraftTree), each padded to the widest N:
+    a tree row sees its request's cached positions [0, lengths[b]) and its ancestors in the block at
+    [past, past + n_b); every other row (padding, a finished request's) sees only itself."""
+    batch = len(lengths)
+    width = max(len(tree.tokens) for tree in trees.values())
+    ids = torch.zeros(batch, width, dtype=torch.long)
+    positions = torch.zeros(batch, width, dtype=torch.long)
+    mask = torch.full((batch, 1, width, past + width), torch.finfo(dtype).min, dtype=dtype)
+    rows = torch.arange(width)
+    mask[:, 0, rows, past + rows] = 0.0                  # every row sees itself (padding rows only that)
+    for b in range(batch):
+        positions[b, :] = lengths[b]
+    for b, tree in trees.items():
+        n, length = len(tree.tokens), lengths[b]
+        ids[b, :n] = torch.as_tensor(tree.tokens)
+        positions[b, :n] = length + torch.as_tensor(tree.depths)
+        mask[b, 0, :n, :length] = 0.0
+        block = mask[b, 0, :n, past:past + n]
+        block[torch.as_tensor(tree.ancestor_matrix())] = 0.0
+    return ids, positions, mask

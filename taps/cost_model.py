@@ -6,7 +6,8 @@ A profile holds, for one pair on one device (precision, thread count), what a ro
 - `overhead_s[policy]`: everything else a round of that policy costs (drafter pass and lattice,
   drafter cache extension, pool, estimate, select, commit, the round record), the median over
   the rounds of a real decode;
-- `ar_step_s`: one autoregressive round.
+- `ar_step_s`: one autoregressive round;
+- `batch_verify` (optional): the verify forward at a batch of requests (`taps.batch_cost`).
 
 `LatencyProfile.best_size` picks the tree size m that maximises expected tokens per second,
     (1 + sum of the m largest reaches) / (overhead_s[policy] + verify_s(m)),
@@ -54,6 +55,7 @@ class LatencyProfile:
     device_name: str = ""            # the device in words ("NVIDIA H200", "2-core reference CPU")
     dtype: str = ""                  # the precision the target ran at ("float32", "bfloat16")
     model: dict = field(default_factory=dict)   # the target's shape (taps.roofline.MODEL_FIELDS: params, layers, ...)
+    batch_verify: dict = field(default_factory=dict)   # verify at a batch (taps.batch_cost.of_profile), when measured
 
     def verify_time(self, size: int | np.ndarray) -> np.ndarray:
         """Seconds of verify at `size` nodes: interpolated between measured sizes; past the largest,

@@ -132,6 +132,35 @@ def pass_seconds(device: dict, shape: dict, rows, context: int) -> np.ndarray:
     return shape["layers"] * device["launch_s"] + np.maximum(flops / device["peak_flops"], moved / device["bandwidth"])
 
 
+def batch_pass_seconds(device: dict, shape: dict, batch: int, rows, context: int) -> np.ndarray:
+    """One forward of `batch` requests of `rows` new positions each, every request after its own
+    `context` cached ones (`taps.batch`): the weights read once, every request's KV cache read, the
+    FLOPs of every row and every request's attention."""
+    flops, moved = verify_cost(shape, rows, context, device["bytes_per_param"])
+    _, weights_only = verify_cost(shape, rows, 0, device["bytes_per_param"])
+    moved = weights_only + batch * (moved - weights_only)
+    return shape["layers"] * device["launch_s"] + np.maximum(batch * flops / device["peak_flops"],
+                                                             moved / device["bandwidth"])
+
+
+def roofline_batch(device: str, model: str, batches: list[int] | None = None, widths: list[int] | None = None,
+                   data: dict | None = None, shape: dict | None = None) -> dict:
+    """The roofline's verify cost at a batch (a `taps.batch_cost.BatchVerify` as a dict) for a data-file
+    model (or `shape`) on `device`, at the data file's context length: an estimate, never a measurement."""
+    from .batch_cost import BatchVerify
+
+    data = data or load_data()
+    dev = data["devices"][device]
+    target = shape or data["models"][model]
+    batches = batches or [1, 2, 4, 8, 16, 32, 64]
+    widths = widths or [0, 1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+    context = int(data["context_length"])
+    grid = [[float(v) for v in batch_pass_seconds(dev, target, b, np.asarray(widths) + 1, context)] for b in batches]
+    return BatchVerify(batches=batches, widths=widths, seconds=grid, context_length=context, kind="roofline",
+                       source=f"{label(device, model, data)} (not measured): one forward of B x (w + 1) rows, "
+                              "the weights read once and every request's KV cache").as_dict()
+
+
 def drafter_shape(data: dict, target: dict, drafter_config=None) -> tuple[dict, int]:
     """The drafter's shape and block size: the pair's drafter config when given, else the data
     file's rule (DFlash on Qwen3: a few layers at the target's width, the target's head)."""
@@ -234,7 +263,8 @@ def roofline_profile(device: str, model: str, pair=None, max_nodes: int = 1024, 
         ar_step_s=float(verify[0]) + float(host.get(AR.name, 0.0)), key={"roofline": profile_id(device, model)},
         source=f"{label(device, model, data)} (not measured): {FORMULA}; {dev['source']}{fits}",
         kind="roofline", device_name=dev["name"], dtype=dev.get("dtype", ""),
-        model={k: target[k] for k in (*MODEL_FIELDS, "name") if k in target})
+        model={k: target[k] for k in (*MODEL_FIELDS, "name") if k in target},
+        batch_verify=roofline_batch(device, model, data=data, shape=target))
 
 
 def roofline_ids(pair=None, data: dict | None = None) -> list[str]:

@@ -135,6 +135,13 @@ class DecodeSession:
 
     def _choose(self, timer: StageTimer):
         """A round's draft, pool, estimate and selection: (lattice, pool, selected, tree)."""
+        lattice, pool = self._pool(timer)
+        with timer("select"):
+            selected, tree = self._select(pool, self.config)
+        return lattice, pool, selected, tree
+
+    def _pool(self, timer: StageTimer):
+        """A round's draft, pool and estimate: (lattice, pool with its reach)."""
         if self.finished:
             raise RuntimeError(f"this session has finished ({self.stop_reason}); reset() to start again")
         pair, cfg, sel = self.pair, self.config, self.selector
@@ -143,23 +150,27 @@ class DecodeSession:
         if room < 0:
             raise RuntimeError("the sequence has reached the model's context length")
         future = self._oracle_tokens[len(self.generated):] if self._oracle_tokens is not None else None
-        ctx = RoundContext(self.estimator, self.profile, future, getattr(pair, "path_selector", None), start)
+        self._round = RoundContext(self.estimator, self.profile, future, getattr(pair, "path_selector", None), start)
         lattice = None
         if sel.policy.needs_drafter:
             with timer("draft"):
                 lattice = self._draft(root, min(self.block_size - 1, room))
         self._stage = "select"
         with timer("pool"):
-            pool = sel.pool(root, lattice, cfg, ctx)
+            pool = sel.pool(root, lattice, cfg, self._round)
         with timer("estimate"):
-            pool.reach = sel.estimate(pool, lattice, cfg, ctx)
-        with timer("select"):
-            selected = sel.select(pool, cfg, ctx)
-            tree = pool.subtree(selected)
-            if not tree.is_prefix_closed() or tree.size > cfg.budget:
-                raise RuntimeError(f"selector {cfg.selector} produced an invalid tree "
-                                   f"(size {tree.size}, budget {cfg.budget})")
-        return lattice, pool, selected, tree
+            pool.reach = sel.estimate(pool, lattice, cfg, self._round)
+        return lattice, pool
+
+    def _select(self, pool, cfg: DecodeConfig):
+        """The selection from a round's pool under `cfg` (the session's settings, or a batch plan's
+        budget for this round): (selected pool indices, the tree to verify)."""
+        selected = self.selector.select(pool, cfg, self._round)
+        tree = pool.subtree(selected)
+        if not tree.is_prefix_closed() or tree.size > cfg.budget:
+            raise RuntimeError(f"selector {cfg.selector} produced an invalid tree "
+                               f"(size {tree.size}, budget {cfg.budget})")
+        return selected, tree
 
     def _commit(self, lattice, pool, selected, tree, head, result, features) -> Round:
         """After the walk (the target's cache already compacted): the drafter's context, the stop

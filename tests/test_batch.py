@@ -53,29 +53,95 @@ def test_a_batch_of_one_and_bad_input(tiny_pair):
 
 
 def test_the_batch_command_prints_throughput_per_batch_and_selector(tiny_pair_dir, tmp_path, capsys):
-    from taps.eval.cli import main
+    from taps.bench import main
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"id": "a", "prompt": "def f():"}\n{"id": "b", "prompt": "import os"}\n'
                        '{"id": "c", "prompt": "x = 1"}\n')
-    assert main(["batch", "--pair", str(tiny_pair_dir), "--prompt-file", str(prompts), "--selectors", "ddtree,taps",
+    assert main(["--pair", str(tiny_pair_dir), "--prompt-file", str(prompts), "--selectors", "ddtree,taps",
                  "--batch", "1,3", "--budget", "8", "--max-new-tokens", "8", "--ignore-eos", "--repeats", "1"]) == 0
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in capsys.readouterr().out.splitlines()
             if line.startswith("| ") and not line.startswith("| batch")]
     assert [(r[0], r[1]) for r in rows] == [(b, s) for b in ("1", "3") for s in ("ar", "ddtree", "taps")]
-    assert all(r[5] == "yes" for r in rows)                    # every request's tokens are AR's
-    assert all(r[4] == "1.00x" for r in rows if r[1] == "ar") and all(float(r[3]) > 0 for r in rows)
+    assert all(r[6] == "yes" for r in rows)                    # every request's tokens are AR's
+    assert all(r[5] == "1.00x" for r in rows if r[1] == "ar") and all(float(r[4]) > 0 for r in rows)
+    assert all(r[3] == "0.0" for r in rows if r[1] == "ar") and all(0 < float(r[3]) <= 8 for r in rows if r[1] != "ar")
 
 
-BAD_NUMBERS = [(["batch", "--batch", "0"], "--batch must be sizes of at least 1"),
-               (["batch", "--repeats", "0"], "--repeats must be a whole number of at least 1"),
+BAD_NUMBERS = [(["bench", "--batch", "0"], "--batch must be sizes of at least 1"),
+               (["bench", "--batch", "2", "--repeats", "0"], "--repeats must be a whole number of at least 1"),
                (["headroom", "--depths", "0"], "--depths must be a whole number of at least 1"),
                (["headroom", "--limit", "-1"], "--limit must be a whole number of at least 0")]
 
 
 @pytest.mark.parametrize("flags,message", BAD_NUMBERS)
 def test_the_suite_commands_refuse_bad_numbers_with_a_message(tiny_pair_dir, capsys, flags, message):
+    from taps.bench import main as bench
     from taps.eval.cli import main
 
-    assert main([*flags, "--pair", str(tiny_pair_dir)]) == 2
+    command = (lambda argv: bench(argv[1:])) if flags[0] == "bench" else main
+    assert command([*flags, "--pair", str(tiny_pair_dir)]) == 2
     assert message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- the batch plans
+def plane_grid(a=0.002, b=0.0004, c=0.0001, batches=(1, 2, 4, 8, 16), widths=(0, 1, 2, 4, 8, 16, 32)) -> dict:
+    from taps.batch_cost import BatchVerify
+
+    seconds = [[a + b * n + c * n * (w + 1) for w in widths] for n in batches]
+    return BatchVerify(batches=list(batches), widths=list(widths), seconds=seconds, context_length=128).as_dict()
+
+
+def plan_profile(pair, **plane):
+    from conftest import fixed_profile
+
+    profile = fixed_profile(pair)
+    profile.batch_verify = plane_grid(**plane)
+    return profile
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+@pytest.mark.parametrize("plan", ["taps-batch", "chain-batch"])
+def test_each_request_of_a_planned_batch_is_the_targets_own_text(tiny_pair, plan, temperature):
+    profile = plan_profile(tiny_pair)
+    options = settings("taps", "online", temperature, budget=16)
+    batch = BatchSession(tiny_pair, [list(p) for p in PROMPTS], profile=profile, plan=plan, **options)
+    batch.run()
+    for prompt, request in zip(PROMPTS, batch.requests):
+        reference = (greedy_continuation(tiny_pair, list(prompt), NEW) if temperature == 0
+                     else sample_continuation(tiny_pair, list(prompt), NEW, temperature, 11))
+        assert request.generated == reference, (plan, prompt)
+        for record in request.rounds:
+            assert record.verified_nodes <= 16
+    # one width per step: every request's tree within it, and the chain's trees are chains
+    assert [n for n, _ in batch.widths][0] == len(PROMPTS)
+    for request in batch.requests:
+        for record, (_, width) in zip(request.rounds, batch.widths):
+            assert record.verified_nodes <= width
+            if plan == "chain-batch":
+                assert [record.pool_depths[i] for i in record.selected] == list(range(len(record.selected)))
+
+
+def test_a_planned_batch_verifies_less_per_request_when_the_forward_costs_more(tiny_pair):
+    """The same prompts with a free forward (verify flat in the width) and one whose rows cost much:
+    batch-aware TAPS verifies the whole budget in the first and shrinks its trees in the second."""
+    prompts = [list(p) for p in PROMPTS]
+    nodes = {}
+    for name, plane in (("flat", {"c": 0.0}), ("steep", {"c": 0.002})):
+        batch = BatchSession(tiny_pair, prompts, profile=plan_profile(tiny_pair, **plane), plan="taps-batch",
+                             **settings("taps", "online", 0.0, budget=16))
+        batch.run()
+        nodes[name] = [w for _, w in batch.widths]
+        for prompt, request in zip(prompts, batch.requests):
+            assert request.generated == greedy_continuation(tiny_pair, prompt, NEW)
+    assert max(nodes["steep"]) < 16 and sum(nodes["steep"]) < sum(nodes["flat"])
+    assert nodes["flat"][0] == 16
+
+
+def test_a_plan_needs_the_verify_cost_at_a_batch(tiny_pair):
+    from conftest import fixed_profile
+
+    with pytest.raises(ValueError, match="python -m taps batch --measure"):
+        BatchSession(tiny_pair, [[5, 17, 33]], profile=fixed_profile(tiny_pair), plan="taps-batch")
+    with pytest.raises(ValueError, match="unknown batch plan 'tree-batch'"):
+        BatchSession(tiny_pair, [[5, 17, 33]], profile=plan_profile(tiny_pair), plan="tree-batch")

@@ -114,6 +114,77 @@ def measure_verify(pair, sizes: list[int], context_length: int, repeats: int,
     return medians, spread
 
 
+BATCHES = [1, 2, 4, 8, 16]
+BATCH_WIDTHS = [0, 1, 2, 4, 6, 8, 12, 16, 24, 32]
+
+
+@torch.inference_mode()
+def measure_batch_verify(pair, batches: list[int] | None = None, widths: list[int] | None = None,
+                         context_length: int = 128, repeats: int = 7,
+                         progress: Callable[[float, str], None] | None = None):
+    """The verify forward at a batch (`taps.batch_cost.BatchVerify`, measured): for each batch size B
+    and width w, one forward of B chain-shaped trees of w draft nodes after `context_length` cached
+    positions per request, built as a batched round builds it (`taps.batch.batch_inputs`,
+    `target_body_batch`, the logits of each chain's inner nodes); medians of `repeats` rounds in
+    which every point runs once, in an order that alternates, so that a burst of load hits all alike."""
+    from ..batch import batch_inputs
+    from ..batch_cost import measured_grid
+    from ..target_cache import TargetCache
+    from ..tree import DraftTree
+    from ..verify import target_body, target_body_batch
+
+    batches, widths = batches or BATCHES, widths or BATCH_WIDTHS
+    device = torch.device(pair.device)
+    vocab = pair.target.config.vocab_size
+    gen = torch.Generator().manual_seed(0)
+    solo = TargetCache(len(pair.target.get_decoder().layers), context_length + 1)
+    context = torch.randint(0, vocab, (1, context_length), generator=gen).to(device)
+    target_body(pair.target, solo, context, torch.arange(context_length, device=device).view(1, -1), None, None)
+    layers = pair.feature_layers if pair.drafter is not None else None
+    head = pair.target.get_output_embeddings()
+    runs = []
+    for size in batches:
+        cache = TargetCache(len(solo.layers), 0)
+        shape = list(solo.storage.shape)
+        shape[2], shape[4] = size, context_length + max(widths) + 1
+        cache.storage = torch.zeros(shape, dtype=solo.storage.dtype, device=solo.storage.device)
+        cache.storage[..., :context_length, :] = solo.storage[..., :1, :, :context_length, :]
+        for w in widths:
+            trees = {}
+            for b in range(size):
+                tokens = torch.randint(0, vocab, (w + 1,), generator=gen).numpy()
+                trees[b] = DraftTree(tokens=tokens, parents=np.arange(-1, w), depths=np.arange(w + 1),
+                                     ranks=np.zeros(w + 1, dtype=np.int64), marginal_logprob=np.zeros(w + 1),
+                                     path_logprob=np.zeros(w + 1), reach=np.ones(w + 1))
+
+            def run(cache=cache, trees=trees, size=size, w=w):
+                ids, positions, mask = batch_inputs(trees, [context_length] * size, context_length, pair.dtype)
+                for layer in cache.layers:
+                    layer.length = context_length
+                hidden, _ = target_body_batch(pair.target, cache, ids.to(device), positions.to(device),
+                                              mask.to(device), layers)
+                head(hidden[:, : max(w, 1)])
+
+            run()   # warm-up
+            runs.append(run)
+    timed = _clock(device)
+    samples = [[] for _ in runs]
+    for r in range(repeats):
+        order = range(len(runs)) if r % 2 == 0 else reversed(range(len(runs)))
+        for i in order:
+            samples[i].append(timed(runs[i]))
+        if progress:
+            progress((r + 1) / repeats, f"batch verify: repeat {r + 1} of {repeats}")
+    per = len(widths)
+    medians = [[float(np.median(samples[i * per + j])) for j in range(per)] for i in range(len(batches))]
+    spread = [[float((np.percentile(samples[i * per + j], 75) - np.percentile(samples[i * per + j], 25))
+                     / max(np.median(samples[i * per + j]), 1e-12)) for j in range(per)] for i in range(len(batches))]
+    key = profile_key(pair)
+    return measured_grid(batches, widths, medians, spread, context_length, repeats,
+                         source=f"measured on {_device_name(key)}, {key['dtype']}, "
+                                f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+
+
 @torch.inference_mode()
 def measure_draft(pair, context_length: int, repeats: int) -> float:
     """Median seconds of one drafter pass as a round runs it (the fused drafter at the pair's

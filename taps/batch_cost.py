@@ -1,0 +1,151 @@
+"""Verify cost at a batch, and the batch's shared tree width (issue 52). Pure numpy, no torch.
+
+A batched round (`taps.batch`) verifies every request's tree in one target forward, each tree padded
+to the widest: B requests with at most w draft nodes each cost one forward over B x (w + 1) rows
+after each request's own cached context. `BatchVerify` holds that cost measured on a grid of batch
+sizes and widths (`taps.eval.measure.measure_batch_verify`, interleaved repeats, medians made
+non-decreasing in the width) or estimated by the roofline (`roofline_batch`), and prices any
+(batch, width) by interpolating the grid (past it, by the least-squares plane below). Its fit,
+
+    verify(B, w) ~ a + b x B + c x B x (w + 1)      (a: the weights, read once per forward;
+                                                     b: each request's cached context; c: each row)
+
+is stated with its error: how far a one-line account of the cost "against the batch's total verified
+tokens" is from what was measured.
+
+`shared_width` is the batch-aware choice: one width for the whole forward, the w that maximises the
+batch's expected tokens per second,
+
+    sum over requests of (1 + the sum of its w best reaches)  /  (the requests' round overheads + verify(B, w)),
+
+so a request's tree shrinks toward a chain (or to its root alone) as the batch grows and the forward
+stops being free, and grows back when the batch is small. It reads only a saved profile: the same
+profile and reaches give the same width on an idle machine and a busy one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .cost_model import monotone_fit
+
+BATCH_KINDS = ("measured", "roofline")
+
+
+@dataclass
+class BatchVerify:
+    batches: list[int]               # requests in the forward, ascending
+    widths: list[int]                # draft nodes per request (each tree padded to this; root not counted), ascending
+    seconds: list[list[float]]       # [batch][width]: one forward, non-decreasing in the width
+    context_length: int = 0          # each request's cached positions when measured
+    kind: str = "measured"           # measured | roofline
+    source: str = ""
+    raw_seconds: list[list[float]] = field(default_factory=list)   # medians before the monotone fit
+    spread: list[list[float]] = field(default_factory=list)        # interquartile range / median, per point
+    repeats: int = 0
+
+    def __post_init__(self):
+        grid = np.asarray(self.seconds, dtype=np.float64)
+        if grid.shape != (len(self.batches), len(self.widths)) or not self.batches or not self.widths:
+            raise ValueError(f"a batch verify grid needs {len(self.batches)} x {len(self.widths)} times, "
+                             f"got shape {grid.shape}")
+        if list(self.batches) != sorted(set(self.batches)) or list(self.widths) != sorted(set(self.widths)):
+            raise ValueError("batch sizes and widths must be ascending and distinct")
+        if self.kind not in BATCH_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(BATCH_KINDS)}, got {self.kind!r}")
+
+    # ------------------------------------------------------------------ prices
+    def time(self, batch: int, width: int | np.ndarray) -> np.ndarray:
+        """Seconds of one forward of `batch` requests at `width` draft nodes each: the grid
+        interpolated (linearly in the width, then in the batch size); past its largest batch or
+        width, the fitted plane lifted to meet the grid's edge."""
+        grid = np.asarray(self.seconds, dtype=np.float64)
+        widths = np.asarray(width, dtype=np.float64)
+        inside = np.minimum(widths, self.widths[-1])
+        rows = np.array([np.interp(inside, self.widths, grid[i]) for i in range(len(self.batches))])
+        b = float(batch)
+        if b <= self.batches[-1]:
+            hi = int(np.searchsorted(self.batches, b))
+            if hi == 0 or self.batches[hi] == b:
+                out = rows[hi]
+            else:
+                lo = hi - 1
+                share = (b - self.batches[lo]) / (self.batches[hi] - self.batches[lo])
+                out = rows[lo] + share * (rows[hi] - rows[lo])
+        else:
+            out = rows[-1] + self._plane(b, inside) - self._plane(self.batches[-1], inside)
+        out = out + np.maximum(self._plane(b, widths) - self._plane(b, inside), 0.0)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def _plane(self, batch: float, width) -> np.ndarray:
+        a, b, c = self.fit()["coefficients"]
+        return a + b * batch + c * batch * (np.asarray(width, dtype=np.float64) + 1)
+
+    def fit(self) -> dict:
+        """The plane verify ~ a + b B + c B (w + 1) fitted to the grid by least squares in relative
+        error: {"coefficients": (a, b, c), "median_error", "max_error"} (|fit / grid - 1|)."""
+        grid = np.asarray(self.seconds, dtype=np.float64)
+        bs, ws = np.meshgrid(np.asarray(self.batches, float), np.asarray(self.widths, float), indexing="ij")
+        design = np.stack([np.ones(bs.size), bs.ravel(), (bs * (ws + 1)).ravel()], axis=1)
+        weight = 1.0 / np.maximum(grid.ravel(), 1e-12)
+        coef, *_ = np.linalg.lstsq(design * weight[:, None], grid.ravel() * weight, rcond=None)
+        error = np.abs(design @ coef / grid.ravel() - 1.0)
+        return {"coefficients": tuple(float(c) for c in coef), "median_error": float(np.median(error)),
+                "max_error": float(np.max(error))}
+
+    def describe(self) -> str:
+        fit = self.fit()
+        a, b, c = fit["coefficients"]
+        return (f"{self.kind} batch verify grid, batches {self.batches[0]}-{self.batches[-1]}, widths "
+                f"{self.widths[0]}-{self.widths[-1]}, context {self.context_length}; plane a + b·B + c·B·(w+1) "
+                f"with a = {a * 1e3:.2f} ms, b = {b * 1e3:.3f} ms, c = {c * 1e3:.4f} ms: median error "
+                f"{fit['median_error']:.1%}, max {fit['max_error']:.1%}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "BatchVerify":
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+
+def of_profile(profile) -> BatchVerify | None:
+    """A latency profile's verify cost at a batch (its `batch_verify`), or None when it has none."""
+    raw = getattr(profile, "batch_verify", None)
+    return BatchVerify.from_dict(raw) if raw else None
+
+
+def measured_grid(batches: list[int], widths: list[int], medians: list[list[float]], spread: list[list[float]],
+                  context_length: int, repeats: int, source: str = "") -> BatchVerify:
+    """A measured grid: each batch size's medians made non-decreasing in the width."""
+    return BatchVerify(batches=list(batches), widths=list(widths), seconds=[monotone_fit(row) for row in medians],
+                       context_length=context_length, kind="measured", source=source, raw_seconds=medians,
+                       spread=spread, repeats=repeats)
+
+
+# ---------------------------------------------------------------------------- the shared width
+def expected_tokens(reaches_desc: list[np.ndarray], max_width: int) -> np.ndarray:
+    """[requests, max_width + 1]: request b's expected tokens at width w, 1 + the sum of its w best
+    reaches (a request with fewer candidates keeps its total past them)."""
+    out = np.ones((len(reaches_desc), max_width + 1))
+    for b, reach in enumerate(reaches_desc):
+        top = np.asarray(reach, dtype=np.float64)[:max_width]
+        sums = np.concatenate([[0.0], np.cumsum(top)])
+        out[b, :len(sums)] += sums
+        out[b, len(sums):] += sums[-1]
+    return out
+
+
+def shared_width(reaches_desc: list[np.ndarray], overhead_s: float, verify: BatchVerify, max_width: int) -> int:
+    """The width w <= max_width maximising the batch's expected tokens per second (the module's
+    formula); `reaches_desc`: each request's candidate reaches, best first (root excluded), and
+    `overhead_s` the requests' round costs besides verify, summed. Ties go to the smaller tree."""
+    if not reaches_desc:
+        return 0
+    tokens = expected_tokens(reaches_desc, max_width).sum(axis=0)
+    seconds = overhead_s + verify.time(len(reaches_desc), np.arange(max_width + 1))
+    rate = tokens / seconds
+    return int(np.flatnonzero(rate >= rate.max() * (1 - 1e-12))[0])

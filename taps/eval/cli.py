@@ -4,9 +4,6 @@ generate  decode one prompt with one selector and print the text and each round'
           verified nodes and rejected-prefix waste.
 compare   run AR and every selector x estimator x budget over prompts, side by side in one
           process, and print one table (tau, tokens/s, speed-up vs AR, waste, selection share).
-batch     decode a suite's prompts B at a time (`taps.batch`: one target forward verifying every
-          request's tree) for each selector and batch size, and print the throughput (every
-          request's tokens per second of decoding) and the speed-up over AR at the same batch.
 headroom  decode a suite's prompts with one selector and print, per draft depth, how often the
           target's token was the drafter's top 1 and how often among its top 4 and top 16
           (`taps.eval.metrics.candidate_recall` on the rounds' own drafts): what a path selector
@@ -25,7 +22,7 @@ import sys
 
 from ..chat import chat_prompt_ids
 from ..config import add_config_flags, config_from_args
-from ..policies import AR, DDTREE, DFLASH, TAPS, names, policy
+from ..policies import AR, names, policy
 
 
 def _csv(kind):
@@ -190,57 +187,6 @@ def add_suite_arguments(p: argparse.ArgumentParser, limit: int) -> None:
     p.add_argument("--limit", type=int, default=limit, help="the suite's first N prompts (0: all)")
 
 
-def cmd_batch(args) -> int:
-    import time
-    from dataclasses import replace
-
-    from ..batch import BatchSession
-
-    suite, prompts, pair, config = suite_setup(args)
-    selectors = args.selectors
-    if AR.name not in selectors:
-        selectors = [AR.name, *selectors]
-    configs = {name: replace(config, selector=name) for name in selectors}
-    for settings in configs.values():
-        settings.validate(pair)
-    profile = load_profile(args, pair, list(configs.values()))
-
-    def decode(name: str, size: int) -> tuple[float, int, int, list[list[int]]]:
-        """(seconds decoding, tokens, rounds, each prompt's tokens) of the prompts in batches of `size`."""
-        seconds, tokens, rounds, outputs = 0.0, 0, 0, []
-        for first in range(0, len(prompts), size):
-            batch = BatchSession(pair, [p["prompt"] for p in prompts[first:first + size]], configs[name],
-                                 profile=profile)
-            start = time.perf_counter()
-            batch.run()
-            seconds += time.perf_counter() - start
-            tokens += sum(len(r.generated) for r in batch.requests)
-            rounds += sum(len(r.rounds) for r in batch.requests)
-            outputs += [r.generated for r in batch.requests]
-        return seconds, tokens, rounds, outputs
-
-    decode(AR.name, 1)                                   # warm-up: kernels, caches
-    print(f"# pair {pair.name} on {pair.device}, {len(prompts)} {suite} prompts, budget {config.budget}, "
-          f"T={config.temperature}, {config.max_new_tokens} new tokens; throughput = every request's tokens per "
-          f"second of decoding (prefill apart), the best of {args.repeats} alternated runs")
-    print("| batch | selector | tau | tokens/s | speed-up over AR at this batch | lossless |")
-    print("|---:|---|---:|---:|---:|---|")
-    for size in args.batch:
-        speed: dict[str, float] = {}                     # the best tokens/s of the alternated runs
-        tau: dict[str, float] = {}
-        outputs: dict[str, list[list[int]]] = {}
-        for repeat in range(args.repeats):
-            order = selectors if repeat % 2 == 0 else selectors[::-1]
-            for name in order:
-                seconds, tokens, rounds, outputs[name] = decode(name, size)
-                speed[name], tau[name] = max(speed.get(name, 0.0), tokens / seconds), tokens / rounds
-        for name in selectors:
-            same = outputs[name] == outputs[AR.name]
-            print(f"| {size} | {name} | {tau[name]:.2f} | {speed[name]:.1f} | {speed[name] / speed[AR.name]:.2f}x | "
-                  f"{'yes' if same else 'NO'} |", flush=True)
-    return 0
-
-
 def cmd_headroom(args) -> int:
     from ..record import DRAFT_TOP_K
     from ..session import DecodeSession
@@ -301,14 +247,6 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--strict", action="store_true", help="rerun a run that left AR's tokens at a low-precision "
                                                             "near-tie in float32 (a float32 copy of the pair)")
     cmp.set_defaults(func=cmd_compare)
-    bat = sub.add_parser("batch", help="throughput and speed-up over AR at batch sizes (one verify forward a round)")
-    add_pair_arguments(bat)
-    add_decode_arguments(bat, exclude=("selector",))
-    bat.add_argument("--selectors", type=_csv(str), default=[DFLASH.name, DDTREE.name, TAPS.name])
-    bat.add_argument("--batch", type=_csv(int), default=[1, 2, 4, 8])
-    add_suite_arguments(bat, 8)
-    bat.add_argument("--repeats", type=int, default=2, help="alternated runs per batch size (the best is kept)")
-    bat.set_defaults(func=cmd_batch)
     room = sub.add_parser("headroom", help="per draft depth, the target's token among the drafter's top 1/4/16")
     add_pair_arguments(room)
     add_decode_arguments(room)

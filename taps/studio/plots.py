@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..eval.bench_report import is_baseline, plot_series, reliability_series
 from .export import save_image, save_images
-from .figures.charts import budget_figure, reliability_figure, verify_latency_figure
+from .figures.charts import batch_figure, budget_figure, reliability_figure, verify_latency_figure
 
 
 def write_bench_plots(summary: list[dict], out: Path, title: str) -> list[Path]:
@@ -34,3 +34,11 @@ def write_bench_plots(summary: list[dict], out: Path, title: str) -> list[Path]:
 def write_profile_plot(profile, path: Path) -> Path:
     """verify ms against tree size (`verify_latency_figure`) at `path` (or HTML beside it)."""
     return save_image(verify_latency_figure(profile), path, width=900, height=520, scale=2)
+
+
+def write_batch_plots(figures: dict[str, dict], out: Path) -> list[Path]:
+    """`python -m taps batch --plot`: per file stem, `batch_figure`'s arguments (series, policies,
+    title, dashed) drawn into `out` (one render). Returns the files written."""
+    out.mkdir(parents=True, exist_ok=True)
+    figs = [batch_figure(**spec) for spec in figures.values()]
+    return save_images(figs, [out / f"{stem}.png" for stem in figures], width=900, height=520, scale=2)

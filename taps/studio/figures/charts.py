@@ -269,6 +269,32 @@ def budget_figure(series: Mapping[str, list[dict]], metric: str, label: str, tit
     return fig
 
 
+def batch_figure(series: Mapping[str, list[tuple[int, float]]], policies: Mapping[str, str], title: str,
+                 dashed: tuple[str, ...] = (), label: str = "speed-up over batched AR") -> go.Figure:
+    """`python -m taps batch --plot`: each method's speed-up over AR at the same batch against the
+    batch size (log 2), one line per method (named by its label) in its policy's colour and symbol
+    (`policies`: label -> the registered policy's run label; the `dashed` ones, the batch plans,
+    dashed in their policy's colour), AR's 1x a dashed grey line."""
+    fig = go.Figure()
+    batches = sorted({b for points in series.values() for b, _ in points})
+    for name, points in series.items():
+        run = policies.get(name, name)
+        colour = policy_colour(run)
+        dash = "dash" if name in dashed else "solid"
+        fig.add_trace(go.Scatter(x=[b for b, _ in points], y=[v for _, v in points], name=name,
+                                 mode="lines+markers", line=dict(color=colour, width=3, dash=dash),
+                                 marker=dict(symbol=policy_symbol(run), size=11, color=colour,
+                                             line=dict(color="#000", width=1))))
+    fig.add_hline(y=1.0, line=dict(color=PALETTE["grey"], dash="dash", width=2), annotation_text=f"{AR.label} (1x)",
+                  annotation_position="bottom left")
+    fig.update_layout(template="plotly_white", font=dict(FONT, size=15), margin=dict(l=70, r=20, t=60, b=60),
+                      title=dict(text=f"{label} vs batch<br><sup>{escape(title)}</sup>", x=0.01, font=dict(size=17)),
+                      xaxis={"title": "requests in a batch (one verify forward per round)", "type": "log",
+                             "tickvals": batches, "ticktext": [str(b) for b in batches]},
+                      yaxis={"title": label, "rangemode": "tozero"}, legend={"title": "method"})
+    return fig
+
+
 def verify_latency_figure(profile) -> go.Figure:
     """A latency profile's verify time (fitted medians) against tree size, the drafter's pass as a
     dashed grey line."""

@@ -38,7 +38,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .batch_cost import of_profile, shared_width
+from .batch_cost import host_seconds, of_profile, plan_step
 from .config import DecodeConfig
 from .pair import ModelPair
 from .policies import TAPS
@@ -96,6 +96,8 @@ class BatchSession:
             for request in self.requests:
                 request.selector = ChainSelector()
         self.widths: list[tuple[int, int]] = []      # per step: (requests verified, the forward's width)
+        self.drafted: list[bool] = []                # per step: whether its requests drafted (a plan may not)
+        self._curves: dict[int, np.ndarray] = {}     # a plan's last drafted reaches per request, best first
         caches = [r.cache for r in self.requests]
         if not all(isinstance(c, TargetCache) for c in caches):
             raise ValueError("batched decoding needs a target whose layers are all full attention (a TargetCache)")
@@ -140,6 +142,8 @@ class BatchSession:
         chosen = self._planned(active, timers) if self.plan else {b: self.requests[b]._choose(timers[b])
                                                                   for b in active}
         self.widths.append((len(active), max(chosen[b][3].size for b in active)))
+        first = self.requests[active[0]]
+        self.drafted.append(chosen[active[0]][0] is not None or not first.selector.policy.needs_drafter)
         past = max(self.lengths)                     # every tree is written after the longest cached request
         shared = StageTimer(pair.device)
         with shared("verify"):
@@ -165,14 +169,26 @@ class BatchSession:
 
     def _planned(self, active: list[int], timers: dict) -> dict:
         """The batch plan's round: every active request's draft, pool and reach, one width for the
-        whole forward (`shared_width`, from the profile's verify cost at this batch), then each
-        request's best nodes up to it."""
-        pools = {b: self.requests[b]._pool(timers[b]) for b in active}
+        whole forward (`plan_step`, from the profile's costs at this batch), then each request's best
+        nodes up to it; or, when by the requests' last drafted rounds drafting would not pay at this
+        batch, an autoregressive step (no drafter pass, each request's root alone)."""
         request = self.requests[active[0]]
-        widest = request.config.budget
-        reaches = [np.sort(pool.reach[1:])[::-1] for _, pool in pools.values()]
-        overhead = len(active) * request.profile.overhead(TAPS.run_label(request.config.estimator))
-        width = shared_width(reaches, overhead, self.batch_verify, widest)
+        cfg, grid = request.config, self.batch_verify
+        label = TAPS.run_label(cfg.estimator)
+        draft_host, ar_host = host_seconds(request.profile, grid, label), host_seconds(request.profile, grid, "ar")
+        if all(b in self._curves for b in active):
+            draft, _ = plan_step([self._curves[b] for b in active], draft_host, ar_host, grid, cfg.budget)
+            if not draft:
+                chosen = {}
+                for b in active:
+                    with timers[b]("select"):
+                        lattice, pool = self.requests[b]._root_only()
+                        chosen[b] = (lattice, pool, *self.requests[b]._select(pool, replace(cfg, budget=0)))
+                return chosen
+        pools = {b: self.requests[b]._pool(timers[b]) for b in active}
+        for b in active:
+            self._curves[b] = np.sort(pools[b][1].reach[1:])[::-1]
+        _, width = plan_step([self._curves[b] for b in active], draft_host, ar_host, grid, cfg.budget)
         chosen = {}
         for b in active:
             with timers[b]("select"):

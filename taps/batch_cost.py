@@ -19,8 +19,11 @@ batch's expected tokens per second,
     sum over requests of (1 + the sum of its w best reaches)  /  (the requests' round overheads + verify(B, w)),
 
 so a request's tree shrinks toward a chain (or to its root alone) as the batch grows and the forward
-stops being free, and grows back when the batch is small. It reads only a saved profile: the same
-profile and reaches give the same width on an idle machine and a busy one.
+stops being free, and grows back when the batch is small. `plan_step` adds the last step: when even
+the best width earns less per second than a plain autoregressive step (no drafter pass, each
+request's root alone), the batch stops drafting, judged from each request's last drafted round,
+until the batch changes. Both read only a saved profile: the same profile and reaches give the
+same decisions on an idle machine and a busy one.
 """
 
 from __future__ import annotations
@@ -45,6 +48,10 @@ class BatchVerify:
     raw_seconds: list[list[float]] = field(default_factory=list)   # medians before the monotone fit
     spread: list[list[float]] = field(default_factory=list)        # interquartile range / median, per point
     repeats: int = 0
+    # per request and round in a batched step, the seconds besides the forward, by run label ("ar",
+    # "taps/online"): measured in real batched decodes (`taps.eval.measure.measure_batch_host`)
+    host_s: dict = field(default_factory=dict)
+    host_batch: int = 0              # the batch size those were measured at
 
     def __post_init__(self):
         grid = np.asarray(self.seconds, dtype=np.float64)
@@ -126,6 +133,17 @@ def measured_grid(batches: list[int], widths: list[int], medians: list[list[floa
                        spread=spread, repeats=repeats)
 
 
+def host_seconds(profile, grid: BatchVerify, label: str) -> float:
+    """Per request and round in a batched step, the seconds besides the forward for run label
+    `label`: the grid's measured batch host cost when it has one, else the profile's solo round
+    cost (AR: its round less its forward; others: `overhead`)."""
+    if label in grid.host_s:
+        return float(grid.host_s[label])
+    if label == "ar":
+        return max(float(profile.ar_step_s) - float(profile.verify_time(0)), 0.0)
+    return float(profile.overhead(label))
+
+
 # ---------------------------------------------------------------------------- the shared width
 def expected_tokens(reaches_desc: list[np.ndarray], max_width: int) -> np.ndarray:
     """[requests, max_width + 1]: request b's expected tokens at width w, 1 + the sum of its w best
@@ -149,3 +167,18 @@ def shared_width(reaches_desc: list[np.ndarray], overhead_s: float, verify: Batc
     seconds = overhead_s + verify.time(len(reaches_desc), np.arange(max_width + 1))
     rate = tokens / seconds
     return int(np.flatnonzero(rate >= rate.max() * (1 - 1e-12))[0])
+
+
+def plan_step(reaches_desc: list[np.ndarray], draft_host_s: float, ar_host_s: float, verify: BatchVerify,
+              max_width: int) -> tuple[bool, int]:
+    """(draft, width) for a batched step of len(reaches_desc) requests: the shared width as in
+    `shared_width`, and whether drafting pays at all: its expected tokens per second (every request's
+    round overhead, `draft_host_s` each, and the forward at that width) against an autoregressive
+    step's (one token per request for `ar_host_s` each and the forward of the roots alone). The
+    reaches are each request's last drafted round's."""
+    batch = len(reaches_desc)
+    width = shared_width(reaches_desc, batch * draft_host_s, verify, max_width)
+    tokens = float(expected_tokens(reaches_desc, max_width)[:, width].sum())
+    drafted = tokens / (batch * draft_host_s + verify.time(batch, width))
+    plain = batch / (batch * ar_host_s + verify.time(batch, 0))
+    return drafted > plain, width

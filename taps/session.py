@@ -29,7 +29,7 @@ from .selectors import RoundContext, make_selector
 from .stopping import apply_stop_rules
 from .target_cache import make_target_cache
 from .timing import StageTimer
-from .tree import TreeMaskBuffer
+from .tree import DraftTree, TreeMaskBuffer
 from .verify import (
     COMPILE_REFUSED,
     HeadRows,
@@ -161,6 +161,14 @@ class DecodeSession:
         with timer("estimate"):
             pool.reach = sel.estimate(pool, lattice, cfg, self._round)
         return lattice, pool
+
+    def _root_only(self):
+        """A round that drafts nothing (a batch plan's autoregressive step): (None, the root alone)."""
+        if self.finished:
+            raise RuntimeError(f"this session has finished ({self.stop_reason}); reset() to start again")
+        start = len(self.tokens) - 1
+        self._round = RoundContext(self.estimator, self.profile, None, getattr(self.pair, "path_selector", None), start)
+        return None, DraftTree.root_only(self.tokens[-1])
 
     def _select(self, pool, cfg: DecodeConfig):
         """The selection from a round's pool under `cfg` (the session's settings, or a batch plan's

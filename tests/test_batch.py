@@ -63,8 +63,8 @@ def test_the_batch_command_prints_throughput_per_batch_and_selector(tiny_pair_di
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in capsys.readouterr().out.splitlines()
             if line.startswith("| ") and not line.startswith("| batch")]
     assert [(r[0], r[1]) for r in rows] == [(b, s) for b in ("1", "3") for s in ("ar", "ddtree", "taps")]
-    assert all(r[6] == "yes" for r in rows)                    # every request's tokens are AR's
-    assert all(r[5] == "1.00x" for r in rows if r[1] == "ar") and all(float(r[4]) > 0 for r in rows)
+    assert all(r[-1] == "yes" for r in rows)                   # every request's tokens are AR's
+    assert all(r[6] == "1.00x" for r in rows if r[1] == "ar") and all(float(r[5]) > 0 for r in rows)
     assert all(r[3] == "0.0" for r in rows if r[1] == "ar") and all(0 < float(r[3]) <= 8 for r in rows if r[1] != "ar")
 
 
@@ -145,3 +145,23 @@ def test_a_plan_needs_the_verify_cost_at_a_batch(tiny_pair):
         BatchSession(tiny_pair, [[5, 17, 33]], profile=fixed_profile(tiny_pair), plan="taps-batch")
     with pytest.raises(ValueError, match="unknown batch plan 'tree-batch'"):
         BatchSession(tiny_pair, [[5, 17, 33]], profile=plan_profile(tiny_pair), plan="tree-batch")
+
+
+def test_a_plan_stops_drafting_when_no_width_pays_and_starts_again_when_the_batch_shrinks(tiny_pair):
+    """Rows that cost much and an AR step's host work that costs little: after the first step (which
+    drafts: there is nothing to judge by yet) batch-aware TAPS takes plain autoregressive steps at a
+    batch of four, with no drafter pass, and the text stays the target's; alone, a request drafts."""
+    profile = plan_profile(tiny_pair, c=0.01)
+    profile.batch_verify["host_s"] = {"ar": 0.0001, "taps/online": 0.002}
+    prompts = [list(p) for p in PROMPTS]
+    batch = BatchSession(tiny_pair, prompts, profile=profile, plan="taps-batch", **settings("taps", "online", 0.0, 16))
+    batch.run()
+    assert batch.drafted[0] and not any(batch.drafted[1:4])
+    assert all(width == 0 for (_, width), drafted in zip(batch.widths, batch.drafted) if not drafted)
+    for prompt, request in zip(prompts, batch.requests):
+        assert request.generated == greedy_continuation(tiny_pair, prompt, NEW)
+    cheap = plan_profile(tiny_pair, c=0.0)
+    cheap.batch_verify["host_s"] = {"ar": 0.0001, "taps/online": 0.0002}
+    alone = BatchSession(tiny_pair, prompts[:1], profile=cheap, plan="taps-batch", **settings("taps", "online", 0.0, 16))
+    alone.run()
+    assert all(alone.drafted) and alone.requests[0].generated == greedy_continuation(tiny_pair, prompts[0], NEW)

@@ -80,9 +80,9 @@ def test_the_rooflines_batch_of_one_is_its_solo_verify():
 def test_measured_on_a_real_pair_and_saved_by_the_batch_command(tiny_pair_dir, tmp_path, capsys):
     from conftest import fixed_profile
 
+    from taps.bench import main
     from taps.cost_model import LatencyProfile
     from taps.eval import measure
-    from taps.bench import main
     from taps.pair import load_pair
 
     pair = load_pair(tiny_pair_dir)
@@ -121,12 +121,33 @@ def test_the_batch_command_prices_rounds_on_a_roofline_and_names_bad_methods(tin
                  "--plot", str(tmp_path / "plots")]) == 0
     out = capsys.readouterr().out
     drawn = sorted(p.name for p in (tmp_path / "plots").iterdir())
-    assert drawn in (["speedup_vs_batch.png", "speedup_vs_batch_roofline-h200-qwen3-8b.png"],
-                     ["speedup_vs_batch.html", "speedup_vs_batch_roofline-h200-qwen3-8b.html"])   # no kaleido: HTML
+    assert drawn in (["speedup_vs_batch_roofline-h200-qwen3-8b.png"],
+                     ["speedup_vs_batch_roofline-h200-qwen3-8b.html"])          # HTML where kaleido cannot draw
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in out.splitlines()
             if line.startswith("| ") and not line.startswith("| batch")]
     assert "roofline batch verify grid" in out and [r[1] for r in rows] == ["ar", "dflash", "TAPS (batch-aware)"]
-    assert rows[0][7] == "1.00x" and all(float(r[6]) > 0 for r in rows)
+    assert rows[0][8] == "1.00x" and all(float(r[7]) > 0 for r in rows)
     assert main([*common, "--selectors", "tree-batch"]) == 2
     err = capsys.readouterr().err
     assert "unknown selector 'tree-batch'" in err and "taps-batch, chain-batch" in err
+
+
+def test_drafting_pays_only_while_its_tokens_per_second_beat_an_autoregressive_step():
+    from taps.batch_cost import plan_step
+
+    reaches = [np.array([0.9, 0.8, 0.6, 0.3])] * 4
+    assert plan_step(reaches, 0.001, 0.0005, plane(c=0.0), 4) == (True, 4)       # a free forward: draft, all of it
+    draft, _ = plan_step(reaches, 0.001, 0.0005, plane(c=0.05), 4)               # rows dearer than their tokens
+    assert not draft
+    assert not plan_step([np.zeros(4)] * 2, 0.001, 0.0005, plane(), 4)[0]         # nothing to gain: no draft
+
+
+def test_the_host_cost_at_a_batch_is_measured_in_real_batched_decodes(tiny_pair):
+    from taps.batch_cost import host_seconds
+    from taps.eval import measure
+
+    grid = measure.measure_batch_verify(tiny_pair, [1, 2], [0, 8], context_length=16, repeats=2)
+    host = measure.measure_batch_host(tiny_pair, grid, batch=2, rounds=3)
+    assert set(host) == {"ar", "taps/online"} and all(v >= 0 for v in host.values())
+    grid.host_s = host
+    assert host_seconds(None, grid, "ar") == host["ar"]

@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 
 from ..batch import PLANS, BatchSession
-from ..batch_cost import of_profile
+from ..batch_cost import host_seconds, of_profile
 from ..policies import AR, DDTREE, DFLASH, TAPS, names, policy
 from .cli import _csv, add_decode_arguments, add_pair_arguments, add_suite_arguments, load_profile, suite_setup
 
@@ -66,7 +66,7 @@ def _profile(args, pair, runs: dict):
     """The profile every run reads: the --price roofline's, else the --profile file or this machine's
     saved one (measured now when none fits); with --measure, its batch verify grid measured and saved."""
     from ..profiles import profile_path
-    from .measure import BATCH_WIDTHS, BATCHES, measure_batch_verify, profile_for
+    from .measure import BATCH_WIDTHS, BATCHES, measure_batch_host, measure_batch_verify, profile_for
 
     if args.price:
         from ..roofline import roofline_profile, split_id
@@ -80,7 +80,9 @@ def _profile(args, pair, runs: dict):
     if args.measure:
         print(f"# measuring the verify forward at batches {BATCHES} x widths {BATCH_WIDTHS} on {pair.device}",
               file=sys.stderr)
-        profile.batch_verify = measure_batch_verify(pair, sorted({*BATCHES, *args.batch}), BATCH_WIDTHS).as_dict()
+        grid = measure_batch_verify(pair, sorted({*BATCHES, *args.batch}), BATCH_WIDTHS)
+        grid.host_s, grid.host_batch = measure_batch_host(pair, grid, batch=8), 8
+        profile.batch_verify = grid.as_dict()
         where = args.profile or profile_path(pair)
         profile.save(where)
         print(f"# saved into {where}", file=sys.stderr)
@@ -91,11 +93,9 @@ def modelled_seconds(profile, label: str, steps: list[tuple[int, int]]) -> float
     """Seconds of batched steps [(requests, width)] on `profile`'s clock: each request's round
     overhead for `label` (AR: its round's host work) plus one forward of the batch at the width."""
     grid = of_profile(profile)
-    if label == AR.run_label():
-        per_request = max(profile.ar_step_s - float(profile.verify_time(0)), 0.0)
-    else:
-        per_request = profile.overhead(label)
-    return float(sum(n * per_request + grid.time(n, width) for n, width in steps))
+    host = {True: host_seconds(profile, grid, label), False: host_seconds(profile, grid, AR.run_label())}
+    ar = label == AR.run_label()
+    return float(sum(n * host[drafted and not ar] + grid.time(n, width) for n, width, drafted in steps))
 
 
 def run_batch_command(args, plots=None) -> int:
@@ -127,7 +127,7 @@ def run_batch_command(args, plots=None) -> int:
             out["rounds"] += sum(len(r.rounds) for r in batch.requests)
             out["nodes"] += sum(record.verified_nodes for r in batch.requests for record in r.rounds)
             out["outputs"] += [r.generated for r in batch.requests]
-            out["steps"] += batch.widths
+            out["steps"] += [(n, width, drafted) for (n, width), drafted in zip(batch.widths, batch.drafted)]
         return out
 
     decode(AR.name, 1)                                   # warm-up: kernels, caches
@@ -137,9 +137,9 @@ def run_batch_command(args, plots=None) -> int:
     if grid is not None:
         print(f"# verify at a batch: {grid.describe()}")
     priced = f" | {args.price} tokens/s (estimate) | its speed-up over AR" if args.price else ""
-    print(f"| batch | selector | tau | draft nodes per request-round | tokens/s | speed-up over AR at this batch"
-          f"{priced} | lossless |")
-    print("|---:|---|---:|---:|---:|---:|" + ("---:|---:|" if args.price else "") + "---|")
+    print(f"| batch | selector | tau | draft nodes per request-round | steps that drafted | tokens/s "
+          f"| speed-up over AR at this batch{priced} | lossless |")
+    print("|---:|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if args.price else "") + "---|")
     measured: dict[str, list[tuple[int, float]]] = {}           # per method's label: (batch, speed-up)
     estimated: dict[str, list[tuple[int, float]]] = {}
     for size in args.batch:
@@ -156,8 +156,10 @@ def run_batch_command(args, plots=None) -> int:
         for name in methods:
             row = best[name]
             same = row["outputs"] == ar["outputs"]
+            drafted = sum(d for _, _, d in row["steps"]) / len(row["steps"])
             cells = [str(size), PLANS.get(name, name), f"{row['tokens'] / row['rounds']:.2f}",
-                     f"{row['nodes'] / row['rounds']:.1f}", f"{row['speed']:.1f}", f"{row['speed'] / ar['speed']:.2f}x"]
+                     f"{row['nodes'] / row['rounds']:.1f}", f"{drafted:.0%}", f"{row['speed']:.1f}",
+                     f"{row['speed'] / ar['speed']:.2f}x"]
             shown = PLANS.get(name) or policy(name).label                 # the plot's name for it
             measured.setdefault(shown, []).append((size, row["speed"] / ar["speed"]))
             if args.price:
@@ -172,7 +174,7 @@ def run_batch_command(args, plots=None) -> int:
 
 def _plot(args, pair, suite: str, count: int, config, methods: list[str], label, measured: dict,
           estimated: dict, plots) -> None:
-    """speedup_vs_batch.png (this machine) and, priced, speedup_vs_batch_<roofline id>.png in --plot."""
+    """speedup_vs_batch.png (measured here) or, priced, speedup_vs_batch_<roofline id>.png in --plot."""
     from pathlib import Path
 
     # a method's colour: its policy's (the confidence chain a chain's: DFlash's), the plans dashed
@@ -180,12 +182,13 @@ def _plot(args, pair, suite: str, count: int, config, methods: list[str], label,
              for m in methods if m != AR.name}
     dashed = tuple(PLANS[m] for m in methods if m in PLANS)
     what = f"{pair.name}, {count} {suite} prompts, budget {config.budget}"
-    figures = {"speedup_vs_batch": dict(series={k: v for k, v in measured.items() if k != AR.label}, policies=names,
-                                        title=f"{what}, measured on {pair.device}", dashed=dashed)}
-    if args.price:
-        figures[f"speedup_vs_batch_{args.price}"] = dict(
+    if args.price:        # the trees were sized for the priced device: its estimate is the plot
+        figures = {f"speedup_vs_batch_{args.price}": dict(
             series={k: v for k, v in estimated.items() if k != AR.label}, policies=names, dashed=dashed,
-            title=f"{what}, priced by the {args.price} (an estimate)")
+            title=f"{what}, priced by the {args.price} (an estimate)")}
+    else:
+        figures = {"speedup_vs_batch": dict(series={k: v for k, v in measured.items() if k != AR.label},
+                                            policies=names, title=f"{what}, measured on {pair.device}", dashed=dashed)}
     written = plots(figures, Path(args.plot))
     print(f"# wrote {', '.join(str(p) for p in written)}")
 

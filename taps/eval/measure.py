@@ -17,7 +17,7 @@ import torch
 
 from ..config import ESTIMATORS, DecodeConfig, run_label
 from ..cost_model import LatencyProfile, default_sizes, monotone_fit
-from ..policies import REGISTRY, Policy, policy
+from ..policies import AR, REGISTRY, TAPS, Policy, policy
 from ..profiles import profile_key, profile_path, saved_profile
 from ..roofline import model_shape
 from ..session import DecodeSession
@@ -183,6 +183,34 @@ def measure_batch_verify(pair, batches: list[int] | None = None, widths: list[in
     return measured_grid(batches, widths, medians, spread, context_length, repeats,
                          source=f"measured on {_device_name(key)}, {key['dtype']}, "
                                 f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+
+
+@torch.inference_mode()
+def measure_batch_host(pair, grid, batch: int = 8, rounds: int = 12, estimator: str = "online") -> dict[str, float]:
+    """Per request and round, a batched step's seconds besides its forward (drafter pass, pool,
+    estimate, select, walk, cache compaction, commit, record): for AR and for TAPS's rounds as the
+    batch plans run them, at `batch` requests of the profile's prompt. Each step of a real batched
+    decode is timed, the grid's price of its forward taken off; the median over steps, per request."""
+    from ..batch import BatchSession
+
+    out = {}
+    runs = ((AR.run_label(), dict(selector=AR.name)),
+            (TAPS.run_label(estimator), dict(selector=TAPS.name, taps_mode="reach", estimator=estimator, budget=8)))
+    for label, options in runs:
+        session = BatchSession(pair, [PROFILE_PROMPT] * batch, max_new_tokens=16 * (rounds + 2), stop_at_eos=False,
+                               **options)
+        session.step()                                   # warm-up
+        samples = []
+        for _ in range(rounds):
+            if session.finished:
+                break
+            start = time.perf_counter()
+            session.step()
+            seconds = time.perf_counter() - start
+            n, width = session.widths[-1]
+            samples.append((seconds - float(grid.time(n, width))) / n)
+        out[label] = max(float(np.median(samples)), 0.0)
+    return out
 
 
 @torch.inference_mode()

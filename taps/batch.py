@@ -52,6 +52,7 @@ from .verify import HeadRows, target_body_batch, walk
 __all__ = ["BatchSession", "PLANS", "batch_inputs"]
 
 PLANS = {"taps-batch": "TAPS (batch-aware)", "chain-batch": "confidence chain"}
+REPROBE = 4          # a plan that stopped drafting drafts again after this many autoregressive steps
 
 
 class ChainSelector:
@@ -97,7 +98,8 @@ class BatchSession:
                 request.selector = ChainSelector()
         self.widths: list[tuple[int, int]] = []      # per step: (requests verified, the forward's width)
         self.drafted: list[bool] = []                # per step: whether its requests drafted (a plan may not)
-        self._curves: dict[int, np.ndarray] = {}     # a plan's last drafted reaches per request, best first
+        self._curves: dict[int, np.ndarray] = {}     # a plan's reach curves per request: a running mean
+        self._plain = 0                              # a plan's autoregressive steps since it last drafted
         caches = [r.cache for r in self.requests]
         if not all(isinstance(c, TargetCache) for c in caches):
             raise ValueError("batched decoding needs a target whose layers are all full attention (a TargetCache)")
@@ -170,25 +172,33 @@ class BatchSession:
     def _planned(self, active: list[int], timers: dict) -> dict:
         """The batch plan's round: every active request's draft, pool and reach, one width for the
         whole forward (`plan_step`, from the profile's costs at this batch), then each request's best
-        nodes up to it; or, when by the requests' last drafted rounds drafting would not pay at this
-        batch, an autoregressive step (no drafter pass, each request's root alone)."""
+        nodes up to it; or, when by the requests' reach curves (a running mean over their drafted
+        rounds) drafting would not pay at this batch, an autoregressive step (no drafter pass, each
+        request's root alone), at most REPROBE in a row before the batch drafts again to see."""
         request = self.requests[active[0]]
         cfg, grid = request.config, self.batch_verify
         label = TAPS.run_label(cfg.estimator)
         draft_host, ar_host = host_seconds(request.profile, grid, label), host_seconds(request.profile, grid, "ar")
-        if all(b in self._curves for b in active):
+        if all(b in self._curves for b in active) and self._plain < REPROBE:
             draft, _ = plan_step([self._curves[b] for b in active], draft_host, ar_host, grid, cfg.budget)
             if not draft:
+                self._plain += 1
                 chosen = {}
                 for b in active:
                     with timers[b]("select"):
                         lattice, pool = self.requests[b]._root_only()
                         chosen[b] = (lattice, pool, *self.requests[b]._select(pool, replace(cfg, budget=0)))
                 return chosen
+        self._plain = 0
         pools = {b: self.requests[b]._pool(timers[b]) for b in active}
+        current = {}
         for b in active:
-            self._curves[b] = np.sort(pools[b][1].reach[1:])[::-1]
-        _, width = plan_step([self._curves[b] for b in active], draft_host, ar_host, grid, cfg.budget)
+            reach = np.zeros(cfg.budget)
+            top = np.sort(pools[b][1].reach[1:])[::-1][:cfg.budget]
+            reach[:len(top)] = top
+            current[b] = reach
+            self._curves[b] = reach if b not in self._curves else 0.5 * (self._curves[b] + reach)
+        _, width = plan_step([current[b] for b in active], draft_host, ar_host, grid, cfg.budget)
         chosen = {}
         for b in active:
             with timers[b]("select"):

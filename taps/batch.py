@@ -41,7 +41,7 @@ import torch
 from .batch_cost import host_seconds, of_profile, plan_step
 from .config import DecodeConfig
 from .pair import ModelPair
-from .policies import TAPS
+from .policies import AR, TAPS
 from .pool import tree_from_nodes
 from .record import Round
 from .session import DecodeSession
@@ -178,7 +178,8 @@ class BatchSession:
         request = self.requests[active[0]]
         cfg, grid = request.config, self.batch_verify
         label = TAPS.run_label(cfg.estimator)
-        draft_host, ar_host = host_seconds(request.profile, grid, label), host_seconds(request.profile, grid, "ar")
+        draft_host = host_seconds(request.profile, grid, label)
+        ar_host = host_seconds(request.profile, grid, AR.run_label())
         if all(b in self._curves for b in active) and self._plain < REPROBE:
             draft, _ = plan_step([self._curves[b] for b in active], draft_host, ar_host, grid, cfg.budget)
             if not draft:

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .cost_model import monotone_fit
+from .policies import AR
 
 BATCH_KINDS = ("measured", "roofline")
 
@@ -139,7 +140,7 @@ def host_seconds(profile, grid: BatchVerify, label: str) -> float:
     cost (AR: its round less its forward; others: `overhead`)."""
     if label in grid.host_s:
         return float(grid.host_s[label])
-    if label == "ar":
+    if label == AR.run_label():
         return max(float(profile.ar_step_s) - float(profile.verify_time(0)), 0.0)
     return float(profile.overhead(label))
 

@@ -65,9 +65,10 @@ def pytest_cmdline_main(config):
     """The default suite runs on one pytest-xdist worker per core (`-n auto --dist worksteal`: a
     worker that runs out of tests takes some of the other's instead of idling while it finishes)
     unless the command line chooses (`-n N`, `-n 0`, `--dist`, `-p no:xdist`). Runs that select
-    the slow or browser tests (`-m slow`, `-m browser`) stay in one process, as CI runs them: the
-    slow suite's training tests use every core themselves, and the browser tests start Streamlit
-    servers and Chromium and time a first click."""
+    the slow or browser tests (`-m slow`, `-m browser`) stay in one process unless the command line
+    says otherwise: the speed guard's tests time runs, and the browser tests start Streamlit servers
+    and Chromium and time a first click (CI runs the slow suite's other tests on two workers,
+    `-n 2`: about 5.5 minutes instead of 14 on 2 cores)."""
     option = config.option
     if (config.pluginmanager.hasplugin("xdist") and not XDIST_WORKER and option.numprocesses is None
             and not option.tx and option.dist == "no" and not option.collectonly

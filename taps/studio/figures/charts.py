@@ -253,45 +253,46 @@ def budget_figure(series: Mapping[str, list[dict]], metric: str, label: str, tit
         found = run_policy(run)
         nth = seen[found.name if found else name] = seen.get(found.name if found else name, -1) + 1
         dash = "dot" if found is not None and found.hindsight else _DASHES[nth % len(_DASHES)]
-        colour = policy_colour(run)
-        fig.add_trace(go.Scatter(x=[r["budget"] for r in items], y=[r[metric] for r in items], name=name,
-                                 mode="lines+markers", line=dict(color=colour, width=3, dash=dash),
-                                 marker=dict(symbol=policy_symbol(run), size=11, color=colour,
-                                             line=dict(color="#000", width=1))))
+        _policy_line(fig, name, run, [r["budget"] for r in items], [r[metric] for r in items], dash)
     if baseline is not None:
         fig.add_hline(y=baseline, line=dict(color=PALETTE["grey"], dash="dash", width=2), annotation_text=AR.label,
                       annotation_position="bottom right")
-    fig.update_layout(template="plotly_white", font=dict(FONT, size=15), margin=dict(l=70, r=20, t=60, b=60),
-                      title=dict(text=f"{label} vs budget: {escape(title)}", x=0.01, font=dict(size=17)),
-                      xaxis={"title": "budget (draft nodes verified per round)", "type": "log",
-                             "tickvals": budgets, "ticktext": [str(b) for b in budgets]},
-                      yaxis={"title": label, "rangemode": "tozero"}, legend={"title": "selector"})
+    _log_x_layout(fig, f"{label} vs budget: {escape(title)}", "budget (draft nodes verified per round)", budgets,
+                  label, "selector")
     return fig
+
+
+def _policy_line(fig: go.Figure, name: str, run: str, xs: list, ys: list, dash: str) -> None:
+    """One run's line, in its policy's colour and symbol (`run`: its run label or policy name)."""
+    colour = policy_colour(run)
+    fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers", line=dict(color=colour, width=3, dash=dash),
+                             marker=dict(symbol=policy_symbol(run), size=11, color=colour,
+                                         line=dict(color="#000", width=1))))
+
+
+def _log_x_layout(fig: go.Figure, title: str, x_title: str, ticks: list, y_title: str, legend: str) -> None:
+    """The bench plots' layout: a log x axis ticked at `ticks`, y from zero."""
+    fig.update_layout(template="plotly_white", font=dict(FONT, size=15), margin=dict(l=70, r=20, t=60, b=60),
+                      title=dict(text=title, x=0.01, font=dict(size=17)),
+                      xaxis={"title": x_title, "type": "log", "tickvals": ticks, "ticktext": [str(t) for t in ticks]},
+                      yaxis={"title": y_title, "rangemode": "tozero"}, legend={"title": legend})
 
 
 def batch_figure(series: Mapping[str, list[tuple[int, float]]], policies: Mapping[str, str], title: str,
                  dashed: tuple[str, ...] = (), label: str = "speed-up over batched AR") -> go.Figure:
-    """`python -m taps batch --plot`: each method's speed-up over AR at the same batch against the
+    """`python -m taps.bench --batch ... --plot`: each method's speed-up over AR at the same batch against the
     batch size (log 2), one line per method (named by its label) in its policy's colour and symbol
     (`policies`: label -> the registered policy's run label; the `dashed` ones, the batch plans,
     dashed in their policy's colour), AR's 1x a dashed grey line."""
     fig = go.Figure()
     batches = sorted({b for points in series.values() for b, _ in points})
     for name, points in series.items():
-        run = policies.get(name, name)
-        colour = policy_colour(run)
-        dash = "dash" if name in dashed else "solid"
-        fig.add_trace(go.Scatter(x=[b for b, _ in points], y=[v for _, v in points], name=name,
-                                 mode="lines+markers", line=dict(color=colour, width=3, dash=dash),
-                                 marker=dict(symbol=policy_symbol(run), size=11, color=colour,
-                                             line=dict(color="#000", width=1))))
+        _policy_line(fig, name, policies.get(name, name), [b for b, _ in points], [v for _, v in points],
+                     "dash" if name in dashed else "solid")
     fig.add_hline(y=1.0, line=dict(color=PALETTE["grey"], dash="dash", width=2), annotation_text=f"{AR.label} (1x)",
                   annotation_position="bottom left")
-    fig.update_layout(template="plotly_white", font=dict(FONT, size=15), margin=dict(l=70, r=20, t=60, b=60),
-                      title=dict(text=f"{label} vs batch<br><sup>{escape(title)}</sup>", x=0.01, font=dict(size=17)),
-                      xaxis={"title": "requests in a batch (one verify forward per round)", "type": "log",
-                             "tickvals": batches, "ticktext": [str(b) for b in batches]},
-                      yaxis={"title": label, "rangemode": "tozero"}, legend={"title": "method"})
+    _log_x_layout(fig, f"{label} vs batch<br><sup>{escape(title)}</sup>",
+                  "requests in a batch (one verify forward per round)", batches, label, "method")
     return fig
 
 

@@ -67,6 +67,17 @@ def _clock(device: torch.device) -> Callable[[Callable[[], None]], float]:
     return timed
 
 
+def _random_chain(vocab: int, nodes: int, gen: torch.Generator):
+    """A chain-shaped draft tree of `nodes` random tokens below a random root (what the verify
+    measurements time: the forward's cost depends on the rows, not on the tree's shape)."""
+    from ..tree import DraftTree
+
+    tokens = torch.randint(0, vocab, (nodes + 1,), generator=gen).numpy()
+    return DraftTree(tokens=tokens, parents=np.arange(-1, nodes), depths=np.arange(nodes + 1),
+                     ranks=np.zeros(nodes + 1, dtype=np.int64), marginal_logprob=np.zeros(nodes + 1),
+                     path_logprob=np.zeros(nodes + 1), reach=np.ones(nodes + 1))
+
+
 @torch.inference_mode()
 def measure_verify(pair, sizes: list[int], context_length: int, repeats: int,
                    progress: Callable[[float, str], None] | None = None) -> tuple[list[float], list[float]]:
@@ -74,7 +85,6 @@ def measure_verify(pair, sizes: list[int], context_length: int, repeats: int,
     `context_length` cached tokens), with the sizes interleaved in every repeat so that a burst of
     load hits all sizes alike."""
     from ..target_cache import make_target_cache
-    from ..tree import DraftTree
     from ..verify import target_body, trim_cache
 
     device = torch.device(pair.device)
@@ -89,10 +99,7 @@ def measure_verify(pair, sizes: list[int], context_length: int, repeats: int,
     head = pair.target.get_output_embeddings()
     runs = []
     for m in sizes:
-        tokens = torch.randint(0, vocab, (m + 1,), generator=gen).numpy()
-        tree = DraftTree(tokens=tokens, parents=np.arange(-1, m), depths=np.arange(m + 1),
-                         ranks=np.zeros(m + 1, dtype=np.int64), marginal_logprob=np.zeros(m + 1),
-                         path_logprob=np.zeros(m + 1), reach=np.ones(m + 1))
+        tree = _random_chain(vocab, m, gen)
         ids, pos, mask = tree.verify_inputs(context_length, context_length, pair.dtype, device)
 
         def run(ids=ids, pos=pos, mask=mask, m=m):
@@ -130,7 +137,6 @@ def measure_batch_verify(pair, batches: list[int] | None = None, widths: list[in
     from ..batch import batch_inputs
     from ..batch_cost import measured_grid
     from ..target_cache import TargetCache
-    from ..tree import DraftTree
     from ..verify import target_body, target_body_batch
 
     batches, widths = batches or BATCHES, widths or BATCH_WIDTHS
@@ -150,12 +156,7 @@ def measure_batch_verify(pair, batches: list[int] | None = None, widths: list[in
         cache.storage = torch.zeros(shape, dtype=solo.storage.dtype, device=solo.storage.device)
         cache.storage[..., :context_length, :] = solo.storage[..., :1, :, :context_length, :]
         for w in widths:
-            trees = {}
-            for b in range(size):
-                tokens = torch.randint(0, vocab, (w + 1,), generator=gen).numpy()
-                trees[b] = DraftTree(tokens=tokens, parents=np.arange(-1, w), depths=np.arange(w + 1),
-                                     ranks=np.zeros(w + 1, dtype=np.int64), marginal_logprob=np.zeros(w + 1),
-                                     path_logprob=np.zeros(w + 1), reach=np.ones(w + 1))
+            trees = {b: _random_chain(vocab, w, gen) for b in range(size)}
 
             def run(cache=cache, trees=trees, size=size, w=w):
                 ids, positions, mask = batch_inputs(trees, [context_length] * size, context_length, pair.dtype)

@@ -42,8 +42,8 @@ from .batch_cost import host_seconds, of_profile, plan_step
 from .config import DecodeConfig
 from .pair import ModelPair
 from .policies import AR, TAPS
-from .pool import tree_from_nodes
 from .record import Round
+from .selectors import DFlashSelector, Selector, TapsSelector
 from .session import DecodeSession
 from .target_cache import TargetCache
 from .timing import StageTimer
@@ -56,21 +56,15 @@ REPROBE = 4          # a plan that stopped drafting drafts again after this many
 
 
 class ChainSelector:
-    """The confidence-scheduled chain's per-request part: the drafter's argmax chain as the pool, its
-    reach from the session's estimator (TAPS's), its first `budget` nodes selected. Not a registered
-    policy (`taps.policies`): it runs only in a batch plan, which sets the budget per round."""
+    """The confidence-scheduled chain's per-request part: DFlash's pool (the drafter's argmax chain),
+    TAPS's estimate (the session's estimator's reach) and the default selection (its first `budget`
+    nodes). Not a registered policy (`taps.policies`): it runs only in a batch plan, which sets the
+    budget per round."""
 
     policy = TAPS                    # what the session asks of it: a drafter and an estimator
-
-    def pool(self, root_token, lattice, cfg, ctx):
-        length = min(cfg.budget, lattice.depth)
-        return tree_from_nodes(root_token, [(d - 1, d, 0) for d in range(1, length + 1)], lattice)
-
-    def estimate(self, pool, lattice, cfg, ctx):
-        return ctx.estimator.reach(pool, lattice)
-
-    def select(self, pool, cfg, ctx):
-        return np.arange(min(cfg.budget, pool.size) + 1)
+    pool = DFlashSelector.pool
+    estimate = TapsSelector.estimate
+    select = Selector.select
 
 
 class BatchSession:
@@ -144,8 +138,7 @@ class BatchSession:
         chosen = self._planned(active, timers) if self.plan else {b: self.requests[b]._choose(timers[b])
                                                                   for b in active}
         self.widths.append((len(active), max(chosen[b][3].size for b in active)))
-        first = self.requests[active[0]]
-        self.drafted.append(chosen[active[0]][0] is not None or not first.selector.policy.needs_drafter)
+        self.drafted.append(not self.plan or chosen[active[0]][0] is not None)
         past = max(self.lengths)                     # every tree is written after the longest cached request
         shared = StageTimer(pair.device)
         with shared("verify"):
@@ -180,32 +173,27 @@ class BatchSession:
         label = TAPS.run_label(cfg.estimator)
         draft_host = host_seconds(request.profile, grid, label)
         ar_host = host_seconds(request.profile, grid, AR.run_label())
+        draft = True
         if all(b in self._curves for b in active) and self._plain < REPROBE:
             draft, _ = plan_step([self._curves[b] for b in active], draft_host, ar_host, grid, cfg.budget)
-            if not draft:
-                self._plain += 1
-                chosen = {}
-                for b in active:
-                    with timers[b]("select"):
-                        lattice, pool = self.requests[b]._root_only()
-                        chosen[b] = (lattice, pool, *self.requests[b]._select(pool, replace(cfg, budget=0)))
-                return chosen
-        self._plain = 0
-        pools = {b: self.requests[b]._pool(timers[b]) for b in active}
-        current = {}
-        for b in active:
-            reach = np.zeros(cfg.budget)
-            top = np.sort(pools[b][1].reach[1:])[::-1][:cfg.budget]
-            reach[:len(top)] = top
-            current[b] = reach
-            self._curves[b] = reach if b not in self._curves else 0.5 * (self._curves[b] + reach)
-        _, width = plan_step([current[b] for b in active], draft_host, ar_host, grid, cfg.budget)
+        self._plain = 0 if draft else self._plain + 1
+        width = 0
+        if draft:
+            pools = {b: self.requests[b]._pool(timers[b]) for b in active}
+            current = {}
+            for b in active:
+                reach = np.zeros(cfg.budget)
+                top = np.sort(pools[b][1].reach[1:])[::-1][:cfg.budget]
+                reach[:len(top)] = top
+                current[b] = reach
+                self._curves[b] = reach if b not in self._curves else 0.5 * (self._curves[b] + reach)
+            _, width = plan_step([current[b] for b in active], draft_host, ar_host, grid, cfg.budget)
+        settings = replace(cfg, budget=width)
         chosen = {}
         for b in active:
             with timers[b]("select"):
-                lattice, pool = pools[b]
-                chosen[b] = (lattice, pool, *self.requests[b]._select(pool, replace(self.requests[b].config,
-                                                                                   budget=width)))
+                lattice, pool = pools[b] if draft else self.requests[b]._root_only()
+                chosen[b] = (lattice, pool, *self.requests[b]._select(pool, settings))
         return chosen
 
     def _verify(self, trees: dict, past: int) -> tuple[torch.Tensor, torch.Tensor | None]:

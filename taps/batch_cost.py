@@ -162,12 +162,19 @@ def shared_width(reaches_desc: list[np.ndarray], overhead_s: float, verify: Batc
     """The width w <= max_width maximising the batch's expected tokens per second (the module's
     formula); `reaches_desc`: each request's candidate reaches, best first (root excluded), and
     `overhead_s` the requests' round costs besides verify, summed. Ties go to the smaller tree."""
+    return _best_width(reaches_desc, overhead_s, verify, max_width)[0]
+
+
+def _best_width(reaches_desc: list[np.ndarray], overhead_s: float, verify: BatchVerify,
+                max_width: int) -> tuple[int, float]:
+    """(the shared width, the batch's expected tokens per second at it)."""
     if not reaches_desc:
-        return 0
+        return 0, 0.0
     tokens = expected_tokens(reaches_desc, max_width).sum(axis=0)
     seconds = overhead_s + verify.time(len(reaches_desc), np.arange(max_width + 1))
     rate = tokens / seconds
-    return int(np.flatnonzero(rate >= rate.max() * (1 - 1e-12))[0])
+    width = int(np.flatnonzero(rate >= rate.max() * (1 - 1e-12))[0])
+    return width, float(rate[width])
 
 
 def plan_step(reaches_desc: list[np.ndarray], draft_host_s: float, ar_host_s: float, verify: BatchVerify,
@@ -175,11 +182,8 @@ def plan_step(reaches_desc: list[np.ndarray], draft_host_s: float, ar_host_s: fl
     """(draft, width) for a batched step of len(reaches_desc) requests: the shared width as in
     `shared_width`, and whether drafting pays at all: its expected tokens per second (every request's
     round overhead, `draft_host_s` each, and the forward at that width) against an autoregressive
-    step's (one token per request for `ar_host_s` each and the forward of the roots alone). The
-    reaches are each request's last drafted round's."""
+    step's (one token per request for `ar_host_s` each and the forward of the roots alone)."""
     batch = len(reaches_desc)
-    width = shared_width(reaches_desc, batch * draft_host_s, verify, max_width)
-    tokens = float(expected_tokens(reaches_desc, max_width)[:, width].sum())
-    drafted = tokens / (batch * draft_host_s + verify.time(batch, width))
-    plain = batch / (batch * ar_host_s + verify.time(batch, 0))
+    width, drafted = _best_width(reaches_desc, batch * draft_host_s, verify, max_width)
+    plain = batch / (batch * ar_host_s + verify.time(batch, 0)) if batch else 0.0
     return drafted > plain, width

@@ -140,17 +140,24 @@ class DecodeSession:
             selected, tree = self._select(pool, self.config)
         return lattice, pool, selected, tree
 
-    def _pool(self, timer: StageTimer):
-        """A round's draft, pool and estimate: (lattice, pool with its reach)."""
+    def _begin_round(self) -> int:
+        """A round's start: refused when the session has finished or the context is full; the
+        selector's context for this round (`self._round`). Returns the tree depth the context allows."""
         if self.finished:
             raise RuntimeError(f"this session has finished ({self.stop_reason}); reset() to start again")
-        pair, cfg, sel = self.pair, self.config, self.selector
-        root, start = self.tokens[-1], len(self.tokens) - 1
-        room = pair.max_context - start - 1          # tree depth the context still allows
+        start = len(self.tokens) - 1
+        room = self.pair.max_context - start - 1     # tree depth the context still allows
         if room < 0:
             raise RuntimeError("the sequence has reached the model's context length")
         future = self._oracle_tokens[len(self.generated):] if self._oracle_tokens is not None else None
-        self._round = RoundContext(self.estimator, self.profile, future, getattr(pair, "path_selector", None), start)
+        self._round = RoundContext(self.estimator, self.profile, future, getattr(self.pair, "path_selector", None),
+                                   start)
+        return room
+
+    def _pool(self, timer: StageTimer):
+        """A round's draft, pool and estimate: (lattice, pool with its reach)."""
+        room = self._begin_round()
+        cfg, sel, root = self.config, self.selector, self.tokens[-1]
         lattice = None
         if sel.policy.needs_drafter:
             with timer("draft"):
@@ -164,10 +171,7 @@ class DecodeSession:
 
     def _root_only(self):
         """A round that drafts nothing (a batch plan's autoregressive step): (None, the root alone)."""
-        if self.finished:
-            raise RuntimeError(f"this session has finished ({self.stop_reason}); reset() to start again")
-        start = len(self.tokens) - 1
-        self._round = RoundContext(self.estimator, self.profile, None, getattr(self.pair, "path_selector", None), start)
+        self._begin_round()
         return None, DraftTree.root_only(self.tokens[-1])
 
     def _select(self, pool, cfg: DecodeConfig):

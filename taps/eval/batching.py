@@ -89,9 +89,10 @@ def _profile(args, pair, runs: dict):
     return profile
 
 
-def modelled_seconds(profile, label: str, steps: list[tuple[int, int]]) -> float:
-    """Seconds of batched steps [(requests, width)] on `profile`'s clock: each request's round
-    overhead for `label` (AR: its round's host work) plus one forward of the batch at the width."""
+def modelled_seconds(profile, label: str, steps: list[tuple[int, int, bool]]) -> float:
+    """Seconds of batched steps [(requests, width, drafted)] on `profile`'s clock: each request's
+    round cost besides the forward for `label` (AR's for AR and for a plan's steps that drafted
+    nothing) plus one forward of the batch at the width."""
     grid = of_profile(profile)
     host = {True: host_seconds(profile, grid, label), False: host_seconds(profile, grid, AR.run_label())}
     ar = label == AR.run_label()

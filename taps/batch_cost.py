@@ -63,38 +63,42 @@ class BatchVerify:
             raise ValueError("batch sizes and widths must be ascending and distinct")
         if self.kind not in BATCH_KINDS:
             raise ValueError(f"kind must be one of {', '.join(BATCH_KINDS)}, got {self.kind!r}")
+        # computed once here, read-only afterwards: a plan prices widths twice per step, and the
+        # plane's least squares is 40 times dearer than the interpolation it corrects
+        self._grid = grid
+        self._fit = self._fit_plane(grid)
 
     # ------------------------------------------------------------------ prices
     def time(self, batch: int, width: int | np.ndarray) -> np.ndarray:
         """Seconds of one forward of `batch` requests at `width` draft nodes each: the grid
         interpolated (linearly in the width, then in the batch size); past its largest batch or
         width, the fitted plane lifted to meet the grid's edge."""
-        grid = np.asarray(self.seconds, dtype=np.float64)
+        grid = self._grid
         widths = np.asarray(width, dtype=np.float64)
         inside = np.minimum(widths, self.widths[-1])
-        rows = np.array([np.interp(inside, self.widths, grid[i]) for i in range(len(self.batches))])
+
+        def row(i: int) -> np.ndarray:
+            return np.interp(inside, self.widths, grid[i])
+
         b = float(batch)
         if b <= self.batches[-1]:
             hi = int(np.searchsorted(self.batches, b))
             if hi == 0 or self.batches[hi] == b:
-                out = rows[hi]
+                out = row(hi)
             else:
                 lo = hi - 1
                 share = (b - self.batches[lo]) / (self.batches[hi] - self.batches[lo])
-                out = rows[lo] + share * (rows[hi] - rows[lo])
+                out = row(lo) + share * (row(hi) - row(lo))
         else:
-            out = rows[-1] + self._plane(b, inside) - self._plane(self.batches[-1], inside)
+            out = row(-1) + self._plane(b, inside) - self._plane(self.batches[-1], inside)
         out = out + np.maximum(self._plane(b, widths) - self._plane(b, inside), 0.0)
         return float(out) if np.ndim(out) == 0 else out
 
     def _plane(self, batch: float, width) -> np.ndarray:
-        a, b, c = self.fit()["coefficients"]
+        a, b, c = self._fit["coefficients"]
         return a + b * batch + c * batch * (np.asarray(width, dtype=np.float64) + 1)
 
-    def fit(self) -> dict:
-        """The plane verify ~ a + b B + c B (w + 1) fitted to the grid by least squares in relative
-        error: {"coefficients": (a, b, c), "median_error", "max_error"} (|fit / grid - 1|)."""
-        grid = np.asarray(self.seconds, dtype=np.float64)
+    def _fit_plane(self, grid: np.ndarray) -> dict:
         bs, ws = np.meshgrid(np.asarray(self.batches, float), np.asarray(self.widths, float), indexing="ij")
         design = np.stack([np.ones(bs.size), bs.ravel(), (bs * (ws + 1)).ravel()], axis=1)
         weight = 1.0 / np.maximum(grid.ravel(), 1e-12)
@@ -102,6 +106,11 @@ class BatchVerify:
         error = np.abs(design @ coef / grid.ravel() - 1.0)
         return {"coefficients": tuple(float(c) for c in coef), "median_error": float(np.median(error)),
                 "max_error": float(np.max(error))}
+
+    def fit(self) -> dict:
+        """The plane verify ~ a + b B + c B (w + 1) fitted to the grid by least squares in relative
+        error: {"coefficients": (a, b, c), "median_error", "max_error"} (|fit / grid - 1|)."""
+        return dict(self._fit)
 
     def describe(self) -> str:
         fit = self.fit()

@@ -33,6 +33,7 @@ Both run the TAPS settings given (estimator, budget: the widest tree a request m
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -92,6 +93,7 @@ class BatchSession:
                 request.selector = ChainSelector()
         self.widths: list[tuple[int, int]] = []      # per step: (requests verified, the forward's width)
         self.drafted: list[bool] = []                # per step: whether its requests drafted (a plan may not)
+        self.step_s: list[float] = []                # per step: its wall-clock seconds here
         self._curves: dict[int, np.ndarray] = {}     # a plan's reach curves per request: a running mean
         self._plain = 0                              # a plan's autoregressive steps since it last drafted
         caches = [r.cache for r in self.requests]
@@ -132,7 +134,7 @@ class BatchSession:
         """One round of every request still running (None for those that have finished)."""
         if self.finished:
             raise RuntimeError("every request of this batch has finished")
-        pair = self.pair
+        pair, began = self.pair, time.perf_counter()
         active = [b for b, r in enumerate(self.requests) if not r.finished]
         timers = {b: StageTimer(pair.device) for b in active}
         chosen = self._planned(active, timers) if self.plan else {b: self.requests[b]._choose(timers[b])
@@ -160,6 +162,7 @@ class BatchSession:
             record.timings["verify"] = record.timings.get("verify", 0.0) + shared.seconds["verify"]
             request.rounds.append(record)
             out[b] = record
+        self.step_s.append(time.perf_counter() - began)
         return out
 
     def _planned(self, active: list[int], timers: dict) -> dict:

@@ -154,6 +154,14 @@ def host_seconds(profile, grid: BatchVerify, label: str) -> float:
     return float(profile.overhead(label))
 
 
+def step_seconds(profile, grid: BatchVerify, label: str, requests: int, width: int, drafted: bool = True) -> float:
+    """One batched step on the profile's clock: each of its `requests` pays its round cost besides
+    the forward for run label `label` (AR's when the step drafted nothing), and the batch one forward
+    of `requests` trees `width` nodes wide."""
+    host = host_seconds(profile, grid, label if drafted else AR.run_label())
+    return requests * host + float(grid.time(requests, width))
+
+
 # ---------------------------------------------------------------------------- the shared width
 def expected_tokens(reaches_desc: list[np.ndarray], max_width: int) -> np.ndarray:
     """[requests, max_width + 1]: request b's expected tokens at width w, 1 + the sum of its w best

@@ -160,6 +160,19 @@ def fixed_profile(pair) -> "LatencyProfile":  # noqa: F821
                           key=profile_key(pair), source="fixed")
 
 
+def batch_profile(pair, a=0.002, b=0.0004, c=0.0001, batches=(1, 2, 4, 8, 16),
+                  widths=(0, 1, 2, 4, 8, 16, 32)) -> "LatencyProfile":  # noqa: F821
+    """`fixed_profile` with a verify cost at a batch (`taps.batch_cost.BatchVerify`) on the plane
+    a + b B + c B (w + 1): what the batch plans size from and a race at a batch is priced by."""
+    from taps.batch_cost import BatchVerify
+
+    profile = fixed_profile(pair)
+    seconds = [[a + b * n + c * n * (w + 1) for w in widths] for n in batches]
+    profile.batch_verify = BatchVerify(batches=list(batches), widths=list(widths), seconds=seconds,
+                                       context_length=128).as_dict()
+    return profile
+
+
 @pytest.fixture(scope="session", autouse=True)
 def taps_cache(tmp_path_factory):
     """Saved latency profiles live in a per-run folder (never the user's cache), and sessions that

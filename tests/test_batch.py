@@ -6,6 +6,7 @@ T=0 and at T>0 with its seed, requests finishing at different rounds (their rows
 from __future__ import annotations
 
 import pytest
+from conftest import batch_profile
 
 from taps import DecodeSession, greedy_continuation, sample_continuation
 from taps.batch import BatchSession
@@ -85,25 +86,10 @@ def test_the_suite_commands_refuse_bad_numbers_with_a_message(tiny_pair_dir, cap
 
 
 # ---------------------------------------------------------------------------- the batch plans
-def plane_grid(a=0.002, b=0.0004, c=0.0001, batches=(1, 2, 4, 8, 16), widths=(0, 1, 2, 4, 8, 16, 32)) -> dict:
-    from taps.batch_cost import BatchVerify
-
-    seconds = [[a + b * n + c * n * (w + 1) for w in widths] for n in batches]
-    return BatchVerify(batches=list(batches), widths=list(widths), seconds=seconds, context_length=128).as_dict()
-
-
-def plan_profile(pair, **plane):
-    from conftest import fixed_profile
-
-    profile = fixed_profile(pair)
-    profile.batch_verify = plane_grid(**plane)
-    return profile
-
-
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
 @pytest.mark.parametrize("plan", ["taps-batch", "chain-batch"])
 def test_each_request_of_a_planned_batch_is_the_targets_own_text(tiny_pair, plan, temperature):
-    profile = plan_profile(tiny_pair)
+    profile = batch_profile(tiny_pair)
     options = settings("taps", "online", temperature, budget=16)
     batch = BatchSession(tiny_pair, [list(p) for p in PROMPTS], profile=profile, plan=plan, **options)
     batch.run()
@@ -128,7 +114,7 @@ def test_a_planned_batch_verifies_less_per_request_when_the_forward_costs_more(t
     prompts = [list(p) for p in PROMPTS]
     nodes = {}
     for name, plane in (("flat", {"c": 0.0}), ("steep", {"c": 0.002})):
-        batch = BatchSession(tiny_pair, prompts, profile=plan_profile(tiny_pair, **plane), plan="taps-batch",
+        batch = BatchSession(tiny_pair, prompts, profile=batch_profile(tiny_pair, **plane), plan="taps-batch",
                              **settings("taps", "online", 0.0, budget=16))
         batch.run()
         nodes[name] = [w for _, w in batch.widths]
@@ -144,14 +130,14 @@ def test_a_plan_needs_the_verify_cost_at_a_batch(tiny_pair):
     with pytest.raises(ValueError, match="python -m taps batch --measure"):
         BatchSession(tiny_pair, [[5, 17, 33]], profile=fixed_profile(tiny_pair), plan="taps-batch")
     with pytest.raises(ValueError, match="unknown batch plan 'tree-batch'"):
-        BatchSession(tiny_pair, [[5, 17, 33]], profile=plan_profile(tiny_pair), plan="tree-batch")
+        BatchSession(tiny_pair, [[5, 17, 33]], profile=batch_profile(tiny_pair), plan="tree-batch")
 
 
 def test_a_plan_stops_drafting_when_no_width_pays_and_starts_again_when_the_batch_shrinks(tiny_pair):
     """Rows that cost much and an AR step's host work that costs little: after the first step (which
     drafts: there is nothing to judge by yet) batch-aware TAPS takes plain autoregressive steps at a
     batch of four, with no drafter pass, and the text stays the target's; alone, a request drafts."""
-    profile = plan_profile(tiny_pair, c=0.01)
+    profile = batch_profile(tiny_pair, c=0.01)
     profile.batch_verify["host_s"] = {"ar": 0.0001, "taps/online": 0.002}
     prompts = [list(p) for p in PROMPTS]
     batch = BatchSession(tiny_pair, prompts, profile=profile, plan="taps-batch", **settings("taps", "online", 0.0, 16))
@@ -160,7 +146,7 @@ def test_a_plan_stops_drafting_when_no_width_pays_and_starts_again_when_the_batc
     assert all(width == 0 for (_, width), drafted in zip(batch.widths, batch.drafted) if not drafted)
     for prompt, request in zip(prompts, batch.requests):
         assert request.generated == greedy_continuation(tiny_pair, prompt, NEW)
-    cheap = plan_profile(tiny_pair, c=0.0)
+    cheap = batch_profile(tiny_pair, c=0.0)
     cheap.batch_verify["host_s"] = {"ar": 0.0001, "taps/online": 0.0002}
     alone = BatchSession(tiny_pair, prompts[:1], profile=cheap, plan="taps-batch",
                          **settings("taps", "online", 0.0, 16))

@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from conftest import fixed_profile
+from conftest import batch_profile, fixed_profile
 
 pytest.importorskip("plotly", reason="the app's packages are not installed (a bare GPU server)")
 
@@ -18,7 +18,9 @@ from taps.studio.figures.charts import lane_tree_figure  # noqa: E402
 from taps.studio.link import RaceLink, example_of, parse_race_link, race_link_params  # noqa: E402
 from taps.studio.race import (  # noqa: E402
     Decoded,
+    batch_companions,
     curve_shape,
+    decode_batch_race,
     decode_race,
     on_clock,
     race_caption,
@@ -50,6 +52,50 @@ def test_every_lane_is_lossless_and_a_second_race_gives_the_same_result(tiny_pai
     assert on_clock(again, "modelled", profile).results() == on_clock(decoded, "modelled", profile).results()
     assert [[r.committed_tokens for r in lane.rounds] for lane in again.lanes] == \
         [[r.committed_tokens for r in lane.rounds] for lane in decoded.lanes]
+
+
+COMPANIONS = ["import os\n", "class Point:\n    def __init__(self", "x = [1, 2, 3]\nfor"]
+
+
+def test_a_race_at_a_batch_shows_its_first_request_on_the_batched_steps_clock(tiny_pair, decoded):
+    """Requests in a batch: every lane decodes the race's prompt with three others in one forward per
+    round (`taps.batch`); its text is the solo race's, token for token, and each of its rounds lasts
+    the whole batched step it was part of (every request's round cost and the forward of the batch)."""
+    from taps.batch_cost import of_profile, step_seconds
+
+    profile = batch_profile(tiny_pair)
+    batched = decode_batch_race(tiny_pair, PROMPT, decoded.config, COMPANIONS, profile=profile, warm=False)
+    assert batched.batch == 4 and batched.companions == COMPANIONS
+    assert [lane.label for lane in batched.lanes] == [AR.run_label(), DFLASH.run_label(), DDTREE.run_label(),
+                                                      TAPS.run_label("online"), TAPS.run_label("online") + "+taps-batch"]
+    assert batched.lanes[-1].name == "TAPS (batch-aware)"
+    solo_text = decoded.lanes[0].texts[-1]
+    for lane in batched.lanes:
+        assert lane.lossless and lane.verdict == "yes" and lane.texts[-1] == solo_text and lane.tokens == NEW
+        assert len(lane.steps) == len(lane.step_s) == len(lane.rounds) == len(lane.texts)
+        assert lane.steps[0][0] == 4 and all(1 <= n <= 4 for n, _, _ in lane.steps)
+        assert [w for _, w, _ in lane.steps] >= [r.verified_nodes for r in lane.rounds]  # the widest tree's width
+    race = on_clock(batched, "modelled", profile)
+    grid = of_profile(profile)
+    for lane, durations in zip(race.lanes, race.durations):
+        assert durations == [step_seconds(profile, grid, lane.run, *step) for step in lane.steps]
+    assert on_clock(batched, "measured", profile).durations == [lane.step_s for lane in batched.lanes]
+    # at four requests each round costs more than alone: the same rounds' clock is slower
+    solo = on_clock(decoded, "modelled", fixed_profile(tiny_pair))
+    assert race.durations[0][0] > solo.durations[0][0]
+    rows = race.results()
+    assert [r["method"] for r in rows][-1] == "TAPS (batch-aware)" and "Every lane wrote the same text" in \
+        race_caption(rows)
+
+
+def test_a_race_at_a_batch_needs_its_verify_cost_and_takes_its_others_from_the_examples(tiny_pair, decoded):
+    with pytest.raises(ValueError, match="verify cost at a batch, and the fixed latency profile .* has none"):
+        decode_batch_race(tiny_pair, PROMPT, decoded.config, COMPANIONS, profile=fixed_profile(tiny_pair), warm=False)
+    examples = [{"id": c, "prompt": c} for c in ["a", PROMPT, "b", "c"]]
+    assert batch_companions(PROMPT, examples, 1) == []
+    assert batch_companions(PROMPT, examples, 4) == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="choose 1 to 4 requests, not 8"):
+        batch_companions(PROMPT, examples, 8)
 
 
 def test_paused_at_any_time_each_lane_holds_what_its_modelled_round_times_allow(tiny_pair, decoded):
@@ -216,8 +262,11 @@ def test_the_race_link_round_trips_and_bad_values_get_messages():
     own = race_link_params(RaceLink("x = 1", example_of("x = 1", examples), 8, "online", 0.5, "measured"))
     assert own["prompt"] == "x = 1" and "example" not in own and "profile" not in own
     assert parse_race_link(own, examples)[0].prompt == "x = 1"
+    assert "batch" not in link
+    batched = race_link_params(RaceLink("def fib(n):", "fib", batch=4))
+    assert batched["batch"] == "4" and parse_race_link(batched, examples)[0].batch == 4
     values, problems = parse_race_link({"example": "nope", "budget": "5000", "estimator": "magic", "temperature": "hot",
-                                        "clock": "sundial", "profile": "<script>"}, examples)
+                                        "clock": "sundial", "profile": "<script>", "batch": "3"}, examples)
     assert values.given == set()
     assert "unknown example 'nope': choose one of fib" in problems[0]
     assert any("budget must be from 1 to 1024" in p for p in problems)
@@ -225,7 +274,9 @@ def test_the_race_link_round_trips_and_bad_values_get_messages():
     assert any("temperature must be a number, got 'hot'" in p for p in problems)
     assert any("unknown clock 'sundial'" in p for p in problems)
     assert any("is not a profile id" in p for p in problems)
-    assert all(p.startswith("Link parameter ") for p in problems) and len(problems) == 6
+    assert "Link parameter batch: unknown number of requests in a batch '3': choose one of 1, 2, 4, 8; using 1 " \
+           "(one request)." in problems and values.batch == 1
+    assert all(p.startswith("Link parameter ") for p in problems) and len(problems) == 7
     assert "longer than a link carries" in parse_race_link({"prompt": "x" * 9000}, examples)[1][0]
     assert parse_race_link({"budget": "2.5"}, examples)[1] == [
         "Link parameter budget: budget must be a whole number, got '2.5'; using the default (32)."]

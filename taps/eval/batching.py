@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 
 from ..batch import PLANS, BatchSession
-from ..batch_cost import host_seconds, of_profile
+from ..batch_cost import of_profile, step_seconds
 from ..policies import AR, DDTREE, DFLASH, TAPS, names, policy
 from .cli import _csv, add_decode_arguments, add_pair_arguments, add_suite_arguments, load_profile, suite_setup
 
@@ -94,9 +94,7 @@ def modelled_seconds(profile, label: str, steps: list[tuple[int, int, bool]]) ->
     round cost besides the forward for `label` (AR's for AR and for a plan's steps that drafted
     nothing) plus one forward of the batch at the width."""
     grid = of_profile(profile)
-    host = {True: host_seconds(profile, grid, label), False: host_seconds(profile, grid, AR.run_label())}
-    ar = label == AR.run_label()
-    return float(sum(n * host[drafted and not ar] + grid.time(n, width) for n, width, drafted in steps))
+    return sum(step_seconds(profile, grid, label, n, width, drafted) for n, width, drafted in steps)
 
 
 def run_batch_command(args, plots=None) -> int:

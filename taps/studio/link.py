@@ -22,7 +22,8 @@ its `DecodeConfig` name (`selector`, `estimator`, `budget`, `taps_mode`, `temper
 `round` (1-based; 0 or absent: nothing decoded yet), `view`, `compare` (the budget Marginal vs path
 ranks at), `presenter` (1), `profile` and `chat` (1: the prompt is formatted by the pair's chat
 template, thinking disabled; `taps.chat`). Race and sweep's: the prompt, `budget`, `estimator`,
-`temperature`, `clock` and `profile`. Learn's: `preset`, `factor`, `budget` and `reject`.
+`temperature`, `clock`, `batch` (requests decoded together) and `profile`. Learn's: `preset`,
+`factor`, `budget` and `reject`.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ SETTINGS = tuple(f.name for f in fields(DecodeConfig) if f.metadata["flag"])
 STEP_PARAMS = ("example", "prompt", "round", "view", "compare", "presenter", "profile", "chat")
 CLOCKS = ("modelled", "measured")           # the race's clocks (`taps.studio.race` prices rounds on them)
 RACE_SETTINGS = ("budget", "estimator", "temperature")
-RACE_PARAMS = ("example", "prompt", *RACE_SETTINGS, "clock", "profile", "presenter")
+RACE_BATCHES = (1, 2, 4, 8)                 # requests in a race's batch (the others: example prompts)
+RACE_PARAMS = ("example", "prompt", *RACE_SETTINGS, "clock", "batch", "profile", "presenter")
 LEARN_PARAMS = ("preset", "factor", "budget", "reject")
 
 
@@ -384,6 +386,7 @@ class RaceLink:
     clock: str = CLOCKS[0]
     profile: str | None = None
     presenter: bool = False
+    batch: int = 1
     given: set = field(default_factory=set)
 
 
@@ -395,18 +398,23 @@ def parse_race_link(params: Mapping, examples: list[dict], pair=None) -> tuple[R
     defaults = page_defaults()
     settings = {name: reader.setting(name, defaults[name]) for name in RACE_SETTINGS}
     clock = reader.choice("clock", CLOCKS, CLOCKS[0], "clock", f"using the {CLOCKS[0]} clock")
+    batch = int(reader.choice("batch", [str(b) for b in RACE_BATCHES], "1", "number of requests in a batch",
+                              "using 1 (one request)"))
     profile = reader.profile()
     presenter = reader.flag("presenter")
     reader.unknown(RACE_PARAMS)
-    return RaceLink(prompt, example, clock=clock, profile=profile, presenter=presenter, given=reader.given,
-                    **settings), reader.messages
+    return RaceLink(prompt, example, clock=clock, profile=profile, presenter=presenter, batch=batch,
+                    given=reader.given, **settings), reader.messages
 
 
 def race_link_params(link: RaceLink) -> dict[str, str]:
     """The query parameters of a race link: the prompt (its example's id when it is one), budget,
-    estimator, temperature, clock, the profile when named and presenter mode when on."""
+    estimator, temperature, clock, the batch when above one, the profile when named and presenter
+    mode when on."""
     params = prompt_params(link.prompt, link.example)
     params.update({name: param_text(getattr(link, name)) for name in RACE_SETTINGS}, clock=link.clock)
+    if link.batch > 1:
+        params["batch"] = str(link.batch)
     if link.profile:
         params["profile"] = link.profile
     if link.presenter:

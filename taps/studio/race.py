@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import bisect
 import html
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
+from ..batch import PLANS, BatchSession
+from ..batch_cost import of_profile, step_seconds
 from ..config import DecodeConfig, check_value, run_label
 from ..eval.metrics import modelled_round_s
 from ..eval.runner import Job, plan_jobs, run_prompt, runnable_selectors, warm_up
@@ -34,9 +36,10 @@ from ..pair import ModelPair
 from ..policies import AR, DDTREE, DFLASH, DFLASH2, ORACLE, TAPS, policy
 from ..record import Round
 from ..session import DecodeSession
+from ..verdict import lossless_verdict
 from .app_state import check_profile
 from .link import CLOCKS
-from .speed import MIN_REPEATS, compact_rounds, validate_repeats
+from .speed import MIN_REPEATS, compact_rounds, profile_name, validate_repeats
 
 RACE_SELECTORS = (DFLASH.name, DDTREE.name, TAPS.name)   # AR always runs first; DFlash2 and the oracle on request
 DEFAULT_NEW_TOKENS = 64
@@ -60,16 +63,28 @@ class Lane:
     lossless: bool
     verdict: str = "yes"             # taps.verdict's text: "yes", "near-tie at token 38 (...)", "NO: bug at ..."
     verdict_detail: str = ""
+    # a race at a batch (`decode_batch_race`): the lane's batch plan (None: its selector alone), and
+    # per round the batched step it was part of, (requests in it, the forward's width, whether it
+    # drafted), and that step's wall-clock seconds here
+    plan: str | None = None
+    steps: list[tuple[int, int, bool]] = field(default_factory=list)
+    step_s: list[float] = field(default_factory=list)
 
     @property
-    def label(self) -> str:
-        """The run label (`taps/online`, `ddtree`, `ar`), as tables and profiles name it."""
+    def run(self) -> str:
+        """The run label its rounds are priced by (`taps/online`, `ddtree`, `ar`), as tables and
+        profiles name it."""
         return run_label(self.selector, self.estimator)
 
     @property
+    def label(self) -> str:
+        """The lane's own label: its run label, and its batch plan after a + (`taps/online+taps-batch`)."""
+        return f"{self.run}+{self.plan}" if self.plan else self.run
+
+    @property
     def name(self) -> str:
-        """The method's name for people (`TAPS`)."""
-        return policy(self.selector).label
+        """The method's name for people (`TAPS`, `TAPS (batch-aware)`)."""
+        return PLANS[self.plan] if self.plan else policy(self.selector).label
 
     @property
     def tokens(self) -> int:
@@ -83,6 +98,8 @@ class Decoded:
     prompt: str
     config: DecodeConfig
     lanes: list[Lane]
+    batch: int = 1                   # requests decoded together; each lane shows the first, `prompt`
+    companions: list[str] = field(default_factory=list)      # the batch's other prompts
 
 
 def _jobs(selectors: Sequence[str], config: DecodeConfig) -> list[Job]:
@@ -141,6 +158,65 @@ def decode_race(pair: ModelPair, prompt: str, config: DecodeConfig, profile=None
                           rounds=[Round.from_dict(r) for r in row.round_records], texts=texts.get(label, []),
                           lossless=row.lossless, verdict=row.verdict, verdict_detail=row.verdict_detail))
     return Decoded(prompt=prompt, config=config, lanes=lanes)
+
+
+# ---------------------------------------------------------------------------- a race at a batch
+def batch_companions(prompt: str, examples: Sequence[dict], batch: int) -> list[str]:
+    """The other requests of a race at `batch`: the first batch - 1 example prompts that are not the
+    race's own, in the examples' order (the same batch-mates on every machine and every visit)."""
+    others = [e["prompt"] for e in examples if e["prompt"] != prompt]
+    if not 1 <= batch <= len(others) + 1:
+        raise ValueError(f"a race at a batch takes its other requests from the {len(examples)} example prompts: "
+                         f"choose 1 to {len(others) + 1} requests, not {batch}")
+    return others[:batch - 1]
+
+
+def decode_batch_race(pair: ModelPair, prompt: str, config: DecodeConfig, companions: Sequence[str], profile=None,
+                      oracle: bool = False, dflash2: bool = False,
+                      on_round: Callable[[str, int, int], None] | None = None, warm: bool = True) -> Decoded:
+    """The race's lanes with `prompt` in a batch with `companions` (`taps.batch.BatchSession`: one
+    target forward verifies every request's tree): AR, each method at the config's budget, and
+    batch-aware TAPS (one width for the whole forward, sized from the profile's verify cost at a
+    batch). Every lane shows the first request, `prompt`; each of its rounds keeps the batched step
+    it was part of, so the clock prices it as that whole step (every request's round costs and one
+    forward). Each lane's tokens are checked against AR's, as in the race. Raises ValueError for
+    settings the pair or the profile cannot run (checked before anything decodes)."""
+    jobs = race_jobs(config, oracle, dflash2)
+    check_runs(pair, prompt, config, jobs, profile)
+    if of_profile(profile) is None:
+        raise ValueError(f"a race at a batch sizes batch-aware TAPS and prices its steps with the verify cost at a "
+                         f"batch, and {_named(profile)} has none: pick the shipped reference profile or a "
+                         f"roofline one, or measure this machine's with `python -m taps.bench --batch 1 --measure`")
+    if warm:
+        warm_up(pair, config, jobs, profile)
+    prompts = [prompt, *companions]
+    runs = [(config.with_run(AR.name), None), *((job.settings(config), None) for job in jobs),
+            (replace(config, selector=TAPS.name, taps_mode="reach"), "taps-batch")]
+    lanes: list[Lane] = []
+    first_ar = None
+    for settings, plan in runs:
+        batch = BatchSession(pair, prompts, settings, profile=profile, plan=plan)
+        first = batch.requests[0]
+        lane = Lane(selector=settings.selector, estimator=settings.estimator, budget=settings.budget, rounds=[],
+                    texts=[], lossless=True, plan=plan)
+        while not first.finished:
+            batch.step()
+            lane.steps.append((*batch.widths[-1], batch.drafted[-1]))
+            lane.step_s.append(batch.step_s[-1])
+            lane.texts.append(first.text)
+            if on_round is not None:
+                on_round(lane.label, len(first.generated), len(lanes))
+        lane.rounds = list(first.rounds)
+        first_ar = first_ar or first
+        verdict = lossless_verdict(pair, first.prompt_ids, first.generated, first_ar.generated, settings.temperature,
+                                   settings.seed, run_rounds=first.rounds, ar_rounds=first_ar.rounds)
+        lane.lossless, lane.verdict, lane.verdict_detail = verdict.same, verdict.text, verdict.detail
+        lanes.append(lane)
+    return Decoded(prompt=prompt, config=config, lanes=lanes, batch=len(prompts), companions=list(companions))
+
+
+def _named(profile) -> str:
+    return f"the {profile_name(profile)}" if profile is not None else "no latency profile"
 
 
 # ---------------------------------------------------------------------------- repeated: the race and the sweep
@@ -306,7 +382,17 @@ def on_clock(decoded: Decoded, clock: str = "modelled", profile=None) -> Race:
         if profile is None:
             raise ValueError("the modelled clock prices rounds with a latency profile, and none is available: "
                              "pick the measured clock or measure this machine's profile")
-        durations = [[modelled_round_s(r, profile) for r in lane.rounds] for lane in decoded.lanes]
+        if decoded.batch > 1:
+            grid = of_profile(profile)
+            if grid is None:
+                raise ValueError(f"the modelled clock prices a batch's steps with the verify cost at a batch, and "
+                                 f"{_named(profile)} has none: pick the measured clock or a profile that has it")
+            durations = [[step_seconds(profile, grid, lane.run, *step) for step in lane.steps]
+                         for lane in decoded.lanes]
+        else:
+            durations = [[modelled_round_s(r, profile) for r in lane.rounds] for lane in decoded.lanes]
+    elif decoded.batch > 1:
+        durations = [list(lane.step_s) for lane in decoded.lanes]
     else:
         durations = [[r.time_s for r in lane.rounds] for lane in decoded.lanes]
     return Race(decoded, clock, durations)

@@ -10,7 +10,7 @@ import streamlit as st
 from app_pages import common as ui
 from app_pages import race_widgets as race_ui
 from taps.policies import DFLASH2, ORACLE, names, policy
-from taps.studio.link import CLOCKS
+from taps.studio.link import CLOCKS, RACE_BATCHES
 from taps.studio.race import DEFAULT_NEW_TOKENS, PACES
 from taps.studio.speed import MAX_REPEATS, MIN_REPEATS
 
@@ -26,7 +26,8 @@ race_ui.link_messages()
 
 state.setdefault("race_clock", CLOCKS[0])
 state.setdefault("race_pace", "normal")
-ui.keep("race_clock", "race_pace", "race_oracle", "race_dflash2")
+state.setdefault("race_batch", RACE_BATCHES[0])
+ui.keep("race_clock", "race_pace", "race_oracle", "race_dflash2", "race_batch")
 with ui.settings_area("Race settings"):
     prompt = ui.prompt_picker("race", 90 if on_stage else 100)
     cols = st.columns(6)
@@ -39,7 +40,12 @@ with ui.settings_area("Race settings"):
                                    "on any machine, every time); measured: the seconds it took here (noisy)")
     cols[5].selectbox("Replay", list(PACES), key="race_pace",
                       help="How long the whole race takes to replay: slow 20 s, normal 10 s, fast 4 s")
-    lanes_row = st.container(horizontal=True, gap="medium")
+    lanes_row = st.container(horizontal=True, gap="medium", vertical_alignment="center")
+    batch = lanes_row.selectbox(
+        "Requests in a batch", RACE_BATCHES, key="race_batch", width=170,
+        help="Decode the prompt together with other requests (the example prompts after it): one target forward "
+             "verifies every request's tree, and each lane's rounds last the whole batched step. Above 1, batch-aware "
+             "TAPS gets a lane: one tree width for the whole forward, sized from the verify cost at a batch")
     oracle = lanes_row.checkbox("Add the oracle's lane (hindsight: it knows the target's tokens; greedy only)",
                                 key="race_oracle")
     dflash2 = DFLASH2.runs_on(pair) and lanes_row.checkbox(
@@ -52,8 +58,9 @@ found = ui.page_profile(pair, config.budget if config else 0)
 if problem:
     st.error(f"Cannot run these settings: {problem}")
 ui.profile_banner(pair)
-race_ui.write_link(prompt, budget, estimator, temperature, clock, found.sizing_id)
-setup = race_ui.Setup(prompt, config, max_new, bool(oracle), clock, found, problem, dflash2=bool(dflash2))
+race_ui.write_link(prompt, budget, estimator, temperature, clock, found.sizing_id, batch)
+setup = race_ui.Setup(prompt, config, max_new, bool(oracle), clock, found, problem, dflash2=bool(dflash2),
+                      batch=int(batch))
 
 # ---------------------------------------------------------------- the race: decoded once, then replayed
 if not on_stage:
@@ -84,3 +91,7 @@ st.subheader("Sweep: which budget is best on this device")
 state.setdefault("sweep_budgets", [4, 8, 16, 32, 64])
 budgets = st.multiselect("Budgets", BUDGETS, key="sweep_budgets")
 race_ui.swept(pair, setup, selectors, budgets, int(repeats))
+
+# ---------------------------------------------------------------- the sweep over requests in a batch
+st.subheader("Batch sweep: when do trees stop paying?")
+race_ui.batch_swept(pair, setup)

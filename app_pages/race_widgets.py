@@ -22,11 +22,16 @@ from taps.studio.app_state import best_table, repeated_table, results_frame, swe
 from taps.studio.export import ExportError
 from taps.studio.figures.charts import lane_tree_figure
 from taps.studio.lesson import prompt_excerpt
-from taps.studio.link import RaceLink, example_of, fits, parse_race_link, race_link_params, too_long
+from taps.studio.link import RACE_BATCHES, RaceLink, example_of, fits, parse_race_link, race_link_params, too_long
 from taps.studio.page_profile import PageProfile
 from taps.studio.race import (
     Replay,
+    batch_companions,
+    batch_sweep,
+    batch_sweep_caption,
+    batch_sweep_series,
     clock_html,
+    decode_batch_race,
     decode_race,
     finish_table,
     lane_html,
@@ -44,7 +49,7 @@ from taps.studio.speed import best_budgets, machine_load, profile_name, spread_n
 
 TICK_S = 0.3
 WIDGETS = {"budget": "race_budget", "estimator": "race_estimator", "temperature": "race_temperature",
-           "clock": "race_clock"}
+           "clock": "race_clock", "batch": "race_batch"}
 
 
 # ---------------------------------------------------------------- the race link
@@ -74,12 +79,12 @@ def link_messages() -> None:
         st.warning("This link had settings the page could not use:\n\n" + "\n".join(f"- {m}" for m in messages))
 
 
-def write_link(prompt: str, budget, estimator: str, temperature, clock: str, profile_id: str) -> None:
+def write_link(prompt: str, budget, estimator: str, temperature, clock: str, profile_id: str, batch: int = 1) -> None:
     """The address bar: a link that reopens these settings (without a prompt longer than a link carries)."""
     if not fits(prompt):
         st.caption(f"No link holds this prompt: {too_long(prompt)}; the address bar keeps the settings only.")
     link = RaceLink(prompt, example_of(prompt, ui.examples()), budget, estimator, temperature or 0.0, clock,
-                    profile_id or None, ui.presenter())
+                    profile_id or None, ui.presenter(), batch=int(batch))
     address.show(race_link_params(link))
 
 
@@ -96,11 +101,12 @@ class Setup:
     found: PageProfile
     problem: str = ""                # why the settings cannot run ("" when they can)
     dflash2: bool = False            # DFlash2's lane besides (a pair with a path selector)
+    batch: int = 1                   # requests decoded together (the others: the example prompts after it)
 
     @property
     def key(self) -> tuple:
         """What the decoded lanes depend on (not the clock, nor the profile that prices them)."""
-        return self.prompt, self.config, self.max_new, self.oracle, self.dflash2, self.found.sizing_id
+        return self.prompt, self.config, self.max_new, self.oracle, self.dflash2, self.found.sizing_id, self.batch
 
 
 def replay() -> Replay:
@@ -121,9 +127,11 @@ def current_race(setup: Setup):
 
 def decode_lanes(pair, setup: Setup) -> None:
     """Every lane decoded once (a progress bar), then the replay starts."""
-    bar = st.progress(0.0, text="Decoding every lane once: AR first…")
+    batched = setup.batch > 1
+    what = f" in a batch of {setup.batch}" if batched else ""
+    bar = st.progress(0.0, text=f"Decoding every lane once{what}: AR first…")
     config, max_new = setup.config, setup.max_new
-    count = 1 + len(race_jobs(config, setup.oracle, setup.dflash2))
+    count = 1 + len(race_jobs(config, setup.oracle, setup.dflash2)) + batched
 
     def tick(label: str, tokens: int, done: int) -> None:
         share = (done + min(tokens, max_new) / max_new) / count
@@ -132,8 +140,14 @@ def decode_lanes(pair, setup: Setup) -> None:
 
     try:
         with decode_service().held(on_wait=ui.queue_notice(bar)):
-            decoded = decode_race(pair, setup.prompt, config, profile=setup.found.sizing, oracle=setup.oracle,
-                                  on_round=tick, dflash2=setup.dflash2)
+            if batched:
+                decoded = decode_batch_race(pair, setup.prompt, config,
+                                            batch_companions(setup.prompt, ui.examples(), setup.batch),
+                                            profile=setup.found.sizing, oracle=setup.oracle, on_round=tick,
+                                            dflash2=setup.dflash2)
+            else:
+                decoded = decode_race(pair, setup.prompt, config, profile=setup.found.sizing, oracle=setup.oracle,
+                                      on_round=tick, dflash2=setup.dflash2)
     except (ValueError, RuntimeError) as exc:
         st.session_state.pop("race_lanes", None)
         st.error(f"Cannot race: {exc}")
@@ -181,13 +195,14 @@ def controls(pair, setup: Setup) -> None:
 def clock_caption(setup: Setup) -> str:
     """Which clock the lanes run on: the modelled one names the page's profile (and, when a what-if
     prices it, the profile the trees were sized from)."""
+    batch = f" · each round the whole step of a batch of {setup.batch}" if setup.batch > 1 else ""
     if setup.clock != "modelled":
-        return f"Clock: **{setup.clock}** · this machine, one decode"
+        return f"Clock: **{setup.clock}** · this machine, one decode{batch}"
     found = setup.found
     text = f"Clock: **modelled** · {ui.profile_label(found.model_id)}"
     if found.what_if:
         text += f" · trees sized from {ui.profile_label(found.sizing_id)}"
-    return text
+    return text + batch
 
 
 def lanes_view(setup: Setup) -> None:
@@ -223,6 +238,12 @@ def finish(setup: Setup) -> None:
     if not replay().at_end(race):
         return
     rows = race.results()
+    decoded = race.decoded
+    if decoded.batch > 1:
+        others = ", ".join(f"“{prompt_excerpt(p, 24)}”" for p in decoded.companions)
+        st.caption(f"**A batch of {decoded.batch} requests**: every lane shows the first, this page's prompt; the "
+                   f"others ({others}) were decoded with it, one target forward per round verifying every request's "
+                   "tree, so each round here lasts that whole batched step. The speed-up is over AR in the same batch.")
     st.table(pd.DataFrame(finish_table(rows)).astype(str).set_index("method"))
     priced_by = profile_name(setup.found.model) if race.clock == "modelled" else ""
     st.markdown(speed_formula(rows, race.clock, priced_by))
@@ -371,3 +392,38 @@ def image_buttons(figure, stem: str, key: str) -> None:
     if made is not None and made[0] == stem:
         st.download_button("Download PNG", data=made[1], file_name=f"{stem}.png", mime="image/png",
                            key=f"{key}_dl_png", on_click="ignore")
+
+
+def batch_swept(pair, setup: Setup) -> None:
+    """The sweep over requests in a batch: the race's prompt with 0, 1, 3 and 7 of the example prompts
+    as batch-mates, every method and both batch plans, priced on the page's modelled clock (and one
+    measured decode beside it); the curve, its caption from the numbers, and the table."""
+    state, model = st.session_state, setup.found.model
+    st.caption("The race's prompt decoded with 1, 2, 4 and 8 requests in a batch (its batch-mates: the example prompts "
+               "after it), AR, DFlash, DDTree and TAPS at the race's budget, batch-aware TAPS and a "
+               "confidence-scheduled chain (the chain servers run at a batch); the speed-up of the first request "
+               "over AR in the same batch. `python -m taps.bench --batch` runs it over a suite.")
+    if st.button("Sweep the batch", key="batch_sweep_btn", type="primary", disabled=bool(setup.problem)):
+        progress = st.progress(0.0, text="Batch 1 first…")
+
+        def tick(done: int, total: int, text: str) -> None:
+            progress.progress(done / total, text=f"{done} of {total} runs · last: {text}")
+
+        try:
+            with decode_service().held(on_wait=ui.queue_notice(progress)):
+                rows = batch_sweep(pair, setup.prompt, setup.config, ui.examples(), RACE_BATCHES,
+                                   profile=setup.found.sizing, price=model, on_result=tick)
+            state["batch_sweep_result"] = {"rows": rows, "prompt": setup.prompt, "priced": profile_name(model)}
+        except (ValueError, RuntimeError) as exc:
+            state.pop("batch_sweep_result", None)
+            st.error(f"Cannot sweep the batch: {exc}")
+        progress.empty()
+    result = state.get("batch_sweep_result")
+    if not result:
+        return
+    series, policies, dashed = batch_sweep_series(result["rows"])
+    figure = figures.batch_figure(series, policies, title=f"{prompt_excerpt(result['prompt'], 24)}, modelled on the "
+                                  f"{result['priced']}", dashed=dashed)
+    ui.chart(figure, "batch_sweep_chart")
+    st.markdown(batch_sweep_caption(result["rows"]))
+    st.dataframe(pd.DataFrame(result["rows"]).drop(columns="run"), key="batch_sweep_table", hide_index=True)

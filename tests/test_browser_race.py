@@ -250,3 +250,61 @@ def test_the_sweeps_best_budget_table_shows_every_column_at_1280_px(server, brow
     scroll = table.locator(".dvn-scroller").evaluate("el => [el.scrollWidth, el.clientWidth]")
     assert scroll[0] <= scroll[1] + 1, scroll
     page.close()
+
+
+def test_a_race_at_a_batch_of_four_plays_five_lanes_priced_as_batched_steps_and_sweeps_the_batch(
+        server, browser, tiny_pair_dir):  # noqa: F811
+    """Requests in a batch (issue 52): a link with batch=4 opens the race with four requests decoded
+    together (the page's prompt and the first three example prompts), batch-aware TAPS as a fifth
+    lane, every round priced as its whole batched step on the link's roofline profile (it carries
+    the verify cost at a batch): the table is the one a decode here gives. Then the batch sweep draws
+    its curve and says what it shows."""
+    from taps.eval.prompts import example_prompts
+    from taps.studio.race import batch_companions, decode_batch_race
+    from taps.studio.speed import resolve_profile
+
+    pair = load_pair_from_source(str(tiny_pair_dir), "auto")
+    h200, why = resolve_profile(pair, "roofline-h200-qwen3-8b")
+    assert h200 is not None, why
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        config = DecodeConfig(budget=BUDGET, max_new_tokens=64, estimator="online", temperature=0.0)
+        decoded = decode_batch_race(pair, PROMPT, config, batch_companions(PROMPT, example_prompts(), 4),
+                                    profile=h200, warm=False)
+    finally:
+        torch.set_num_threads(threads)
+    expected = {r["method"]: r["speed-up"] for r in on_clock(decoded, "modelled", h200).results()}
+
+    page = browser.new_page(viewport={"width": SIZE[0], "height": SIZE[1]})
+    page.set_default_timeout(120_000)
+    query = urllib.parse.urlencode({"prompt": PROMPT, "budget": BUDGET, "estimator": "online", "batch": 4,
+                                    "profile": "roofline-h200-qwen3-8b"})
+    page.goto(f"{server}/Race_and_sweep?{query}")
+    shown_once(page, page.get_by_role("button", name="Race", exact=True))
+    assert "each round the whole step of a batch of 4" in page.get_by_text("Clock: modelled").inner_text()
+    page.get_by_role("button", name="Race", exact=True).click()
+    page.locator(".race-lane").first.wait_for()
+    page.get_by_role("button", name="End", exact=True).click()
+    page.locator('[data-testid="stTable"]').wait_for()
+    idle(page)
+    lanes = page.evaluate(LANE_STATES)
+    assert [lane["lane"] for lane in lanes] == [*LANES, "taps/online+taps-batch"]
+    assert [lane["tokens"] for lane in lanes] == [64] * 5 and len({lane["text"] for lane in lanes}) == 1
+    assert page.get_by_text("A batch of 4 requests").is_visible()
+    shown = {k: float(v) for k, v in column(page.evaluate(TABLE), "speed-up").items()}
+    assert shown == expected
+
+    page.get_by_role("button", name="Sweep the batch", exact=True).click()
+    caption = page.get_by_text("Modelled, the fastest at each batch size")
+    caption.wait_for(timeout=300_000)
+    idle(page)
+    assert re.search(r"1: .+ \(\d+\.\d+×\); 2: .+; 4: .+; 8: .+\.", caption.inner_text())
+    curve = page.evaluate("""() => {
+      const chart = [...document.querySelectorAll('.js-plotly-plot')].find(g => g.layout && g.layout.title
+        && String(g.layout.title.text || '').includes('vs batch'));
+      return chart ? chart.data.map(d => [d.name, [...d.x]]) : null;
+    }""")
+    assert curve is not None and {name for name, _ in curve} >= {"TAPS (batch-aware)", "confidence chain", "DDTree"}
+    assert all(x == [1, 2, 4, 8] for name, x in curve if name != "AR")
+    page.close()

@@ -19,6 +19,9 @@ from taps.studio.link import RaceLink, example_of, parse_race_link, race_link_pa
 from taps.studio.race import (  # noqa: E402
     Decoded,
     batch_companions,
+    batch_sweep,
+    batch_sweep_caption,
+    batch_sweep_series,
     curve_shape,
     decode_batch_race,
     decode_race,
@@ -67,7 +70,7 @@ def test_a_race_at_a_batch_shows_its_first_request_on_the_batched_steps_clock(ti
     batched = decode_batch_race(tiny_pair, PROMPT, decoded.config, COMPANIONS, profile=profile, warm=False)
     assert batched.batch == 4 and batched.companions == COMPANIONS
     assert [lane.label for lane in batched.lanes] == [AR.run_label(), DFLASH.run_label(), DDTREE.run_label(),
-                                                      TAPS.run_label("online"), TAPS.run_label("online") + "+taps-batch"]
+                                                      TAPS.run_label("online"), "taps/online+taps-batch"]
     assert batched.lanes[-1].name == "TAPS (batch-aware)"
     solo_text = decoded.lanes[0].texts[-1]
     for lane in batched.lanes:
@@ -96,6 +99,46 @@ def test_a_race_at_a_batch_needs_its_verify_cost_and_takes_its_others_from_the_e
     assert batch_companions(PROMPT, examples, 4) == ["a", "b", "c"]
     with pytest.raises(ValueError, match="choose 1 to 4 requests, not 8"):
         batch_companions(PROMPT, examples, 8)
+
+
+def test_the_batch_sweep_races_each_batch_size_with_both_plans(tiny_pair, decoded):
+    profile = batch_profile(tiny_pair)
+    examples = [{"id": c, "prompt": c} for c in [PROMPT, *COMPANIONS]]
+    seen = []
+    rows = batch_sweep(tiny_pair, PROMPT, decoded.config, examples, [1, 2], profile=profile,
+                       on_result=lambda done, total, what: seen.append((done, total, what)))
+    methods = ["AR", "DFlash", "DDTree", "TAPS", "TAPS (batch-aware)", "confidence chain"]
+    assert [(r["requests in a batch"], r["method"]) for r in rows] == [(b, m) for b in (1, 2) for m in methods]
+    assert all(r["same text as AR"] == "yes" for r in rows)
+    assert seen[-1][1] == 12 and seen[-1][2].startswith("2 requests · ") and seen[0][2].startswith("1 request · ")
+    series, colours, dashed = batch_sweep_series(rows)
+    assert list(series) == methods[1:] and series["TAPS"] == [(1, rows[3]["speed-up (modelled)"]),
+                                                               (2, rows[9]["speed-up (modelled)"])]
+    assert colours["confidence chain"] == DFLASH.run_label() and colours["TAPS (batch-aware)"] == "taps/online"
+    assert dashed == ("TAPS (batch-aware)", "confidence chain")
+    with pytest.raises(ValueError, match="choose 1 to 4 requests, not 8"):       # checked before anything decodes
+        batch_sweep(tiny_pair, PROMPT, decoded.config, examples, [1, 8], profile=profile)
+
+
+def test_the_batch_sweeps_caption_reads_its_numbers():
+    def rows(batch, **speeds):
+        names = {"ar": "AR", "dflash": "DFlash", "ddtree": "DDTree", "taps": "TAPS", "plan": "TAPS (batch-aware)",
+                 "chain": "confidence chain"}
+        runs = {"ar": "ar", "dflash": "dflash", "ddtree": "ddtree", "taps": "taps/online",
+                "plan": "taps/online+taps-batch", "chain": "taps/online+chain-batch"}
+        return [{"requests in a batch": batch, "method": names[k], "run": runs[k], "speed-up (modelled)": v}
+                for k, v in {"ar": 1.0, **speeds}.items()]
+
+    table = (rows(1, dflash=2.0, ddtree=2.7, taps=2.5, plan=2.6, chain=1.9)
+             + rows(8, dflash=0.7, ddtree=0.9, taps=0.8, plan=0.99, chain=0.95))
+    caption = batch_sweep_caption(table)
+    assert caption.startswith("Modelled, the fastest at each batch size: 1: DDTree (2.70×); 8: TAPS (batch-aware) "
+                              "(0.99×).")
+    assert "Below the best chain (by more than a tie): DDTree at 8; TAPS at 8." in caption
+    assert caption.endswith("Nothing speculative beats AR at 8 requests.")
+    even = rows(1, dflash=2.0, ddtree=2.7, taps=2.5, plan=2.6, chain=1.9)
+    assert "No tree selector falls below the best chain" in batch_sweep_caption(even)
+    assert "Nothing speculative" not in batch_sweep_caption(even)
 
 
 def test_paused_at_any_time_each_lane_holds_what_its_modelled_round_times_allow(tiny_pair, decoded):

@@ -173,14 +173,16 @@ def batch_companions(prompt: str, examples: Sequence[dict], batch: int) -> list[
 
 def decode_batch_race(pair: ModelPair, prompt: str, config: DecodeConfig, companions: Sequence[str], profile=None,
                       oracle: bool = False, dflash2: bool = False,
-                      on_round: Callable[[str, int, int], None] | None = None, warm: bool = True) -> Decoded:
+                      on_round: Callable[[str, int, int], None] | None = None, warm: bool = True,
+                      plans: Sequence[str] = ("taps-batch",)) -> Decoded:
     """The race's lanes with `prompt` in a batch with `companions` (`taps.batch.BatchSession`: one
-    target forward verifies every request's tree): AR, each method at the config's budget, and
-    batch-aware TAPS (one width for the whole forward, sized from the profile's verify cost at a
-    batch). Every lane shows the first request, `prompt`; each of its rounds keeps the batched step
-    it was part of, so the clock prices it as that whole step (every request's round costs and one
-    forward). Each lane's tokens are checked against AR's, as in the race. Raises ValueError for
-    settings the pair or the profile cannot run (checked before anything decodes)."""
+    target forward verifies every request's tree): AR, each method at the config's budget, and the
+    batch `plans` (`taps.batch.PLANS`; batch-aware TAPS by default: one width for the whole forward,
+    sized from the profile's verify cost at a batch). Every lane shows the first request, `prompt`;
+    each of its rounds keeps the batched step it was part of, so the clock prices it as that whole
+    step (every request's round costs and one forward). Each lane's tokens are checked against AR's,
+    as in the race. Raises ValueError for settings the pair or the profile cannot run (checked
+    before anything decodes)."""
     jobs = race_jobs(config, oracle, dflash2)
     check_runs(pair, prompt, config, jobs, profile)
     if of_profile(profile) is None:
@@ -191,7 +193,7 @@ def decode_batch_race(pair: ModelPair, prompt: str, config: DecodeConfig, compan
         warm_up(pair, config, jobs, profile)
     prompts = [prompt, *companions]
     runs = [(config.with_run(AR.name), None), *((job.settings(config), None) for job in jobs),
-            (replace(config, selector=TAPS.name, taps_mode="reach"), "taps-batch")]
+            *((replace(config, selector=TAPS.name, taps_mode="reach"), plan) for plan in plans)]
     lanes: list[Lane] = []
     first_ar = None
     for settings, plan in runs:
@@ -217,6 +219,86 @@ def decode_batch_race(pair: ModelPair, prompt: str, config: DecodeConfig, compan
 
 def _named(profile) -> str:
     return f"the {profile_name(profile)}" if profile is not None else "no latency profile"
+
+
+BATCH_SWEEP_PLANS = ("taps-batch", "chain-batch")
+CHAINS = (DFLASH.label, DFLASH2.label, PLANS["chain-batch"])
+TREES = (DDTREE.label, TAPS.label, PLANS["taps-batch"])
+
+
+def batch_sweep(pair: ModelPair, prompt: str, config: DecodeConfig, examples: Sequence[dict], batches: Sequence[int],
+                profile=None, price=None, on_result: Callable[[int, int, str], None] | None = None) -> list[dict]:
+    """The race at each number of requests in `batches` (its batch-mates from `examples`,
+    `batch_companions`), with both batch plans as lanes: one row per batch and lane, the first
+    request's τ, nodes per round and speed-up over AR in the same batch, on the modelled clock of
+    `price` (else `profile`, which sizes the trees) and measured here (one decode).
+    `on_result(lanes done, lanes in all, what)` after every lane's round (a progress bar)."""
+    if not batches:
+        raise ValueError("pick at least one batch size")
+    for batch in batches:
+        batch_companions(prompt, examples, batch)                  # every size checked before anything decodes
+    lanes = 1 + len(race_jobs(config)) + len(BATCH_SWEEP_PLANS)
+    total, rows = lanes * len(batches), []
+    for n, batch in enumerate(batches):
+        tick = None
+        if on_result is not None:
+            def tick(label: str, tokens: int, done: int, n=n, batch=batch) -> None:
+                on_result(n * lanes + done, total, f"{batch} request{'s' if batch > 1 else ''} · {label}")
+        decoded = decode_batch_race(pair, prompt, config, batch_companions(prompt, examples, batch), profile=profile,
+                                    on_round=tick, warm=n == 0, plans=BATCH_SWEEP_PLANS)
+        modelled = on_clock(decoded, "modelled", price or profile).results()
+        measured = on_clock(decoded, "measured").results()
+        for lane, model, wall in zip(decoded.lanes, modelled, measured):
+            rows.append({"requests in a batch": batch, "method": lane.name, "run": lane.label,
+                         "τ": model["τ"], "verified / round": model["verified / round"],
+                         "speed-up (modelled)": model["speed-up"],
+                         "speed-up (measured, one decode)": wall["speed-up"], "same text as AR": lane.verdict})
+    return rows
+
+
+def batch_sweep_series(rows: Sequence[dict]) -> tuple[dict, dict, tuple]:
+    """`batch_figure`'s series (each method's modelled speed-up against the batch, AR left out), the
+    policy each method's colour is (the confidence chain DFlash's) and the dashed ones (the plans)."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    colours: dict[str, str] = {}
+    for row in rows:
+        if _policy_of(row).baseline:
+            continue
+        series.setdefault(row["method"], []).append((row["requests in a batch"], row["speed-up (modelled)"]))
+        colours[row["method"]] = (DFLASH.run_label() if row["run"].endswith("+chain-batch")
+                                  else row["run"].split("+")[0])
+    return series, colours, tuple(PLANS[plan] for plan in BATCH_SWEEP_PLANS)
+
+
+def batch_sweep_caption(rows: Sequence[dict]) -> str:
+    """The batch sweep in sentences from its (rounded, modelled) numbers: the fastest method at each
+    batch, where each tree selector falls below the best chain, and from which batch nothing
+    speculative beats AR."""
+    batches = sorted({row["requests in a batch"] for row in rows})
+    if not batches:
+        return ""
+    at = {b: [r for r in rows if r["requests in a batch"] == b and not _policy_of(r).baseline] for b in batches}
+    fastest = []
+    for batch in batches:
+        top = max(at[batch], key=lambda r: r["speed-up (modelled)"])
+        fastest.append(f"{batch}: {top['method']} ({top['speed-up (modelled)']:.2f}×)")
+    text = "Modelled, the fastest at each batch size: " + "; ".join(fastest) + "."
+    below = []
+    for name in TREES:
+        under = [b for b in batches
+                 if (tree := next((r for r in at[b] if r["method"] == name), None)) is not None
+                 and any(r["method"] in CHAINS for r in at[b])
+                 and tree["speed-up (modelled)"] < max(r["speed-up (modelled)"] for r in at[b] if r["method"] in CHAINS)
+                 * (1 - TIE["modelled"])]
+        if under:
+            below.append(f"{name} at {', '.join(map(str, under))}")
+    text += (" Below the best chain (by more than a tie): " + "; ".join(below) + "." if below else
+             " No tree selector falls below the best chain by more than a tie.")
+    losing = [b for b in batches if all(r["speed-up (modelled)"] < 1.0 for r in at[b])]
+    if losing:
+        plural = "s" if losing[-1] > 1 else ""
+        text += f" Nothing speculative beats AR at {', '.join(map(str, losing))} request{plural}."
+    return text
 
 
 # ---------------------------------------------------------------------------- repeated: the race and the sweep

@@ -22,6 +22,7 @@ from ...policies import PALETTE
 from ..export import ExportError, export_title, figure_html, figure_png, figure_svg
 from .candidates import candidates_figure
 from .charts import (
+    batch_figure,
     budget_figure,
     race_figure,
     reliability_figure,
@@ -50,8 +51,8 @@ from .toy import toy_curve_figure, toy_tree_figure
 from .trees import tree_positions
 
 __all__ = [
-    "COLOR_MODES", "DEFAULT_PLOT", "PALETTE", "PLOT_CONFIG", "ExportError", "bonus_node", "budget_figure",
-    "candidates_figure",
+    "COLOR_MODES", "DEFAULT_PLOT", "PALETTE", "PLOT_CONFIG", "ExportError", "batch_figure", "bonus_node",
+    "budget_figure", "candidates_figure",
     "display_token", "export_title", "figure_html", "figure_png", "figure_svg", "lattice_figure", "lesson_figure",
     "pool_figure", "race_figure", "ranking_comparison_figure", "reliability_figure", "round_tree_figure",
     "run_text_html", "selection_figure", "shown_pool_nodes", "size_curve_figure", "stage_narration",

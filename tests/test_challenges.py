@@ -34,7 +34,7 @@ def test_every_card_has_an_answer_on_the_shipped_pair(shipped, key):
 
 
 def test_the_cards():
-    assert 5 <= len(CARDS) <= 8 and len({c.key for c in CARDS}) == len(CARDS)
+    assert 5 <= len(CARDS) <= 10 and len({c.key for c in CARDS}) == len(CARDS)
     for item in CARDS:
         assert item.title and item.task and item.hint, item.key
         assert "{" not in item.answer and set(item.expected) and item.answer != item.answer_template, item.key
@@ -182,7 +182,7 @@ def numbers_of(item) -> dict:
 
 
 def test_every_card_is_tested_on_the_page_it_opens():
-    tested = {*STEP_CARDS, "h200-vs-laptop", "learn-agree", "learn-reject"}
+    tested = {*STEP_CARDS, "h200-vs-laptop", "batch-eight", "learn-agree", "learn-reject"}
     assert tested == {c.key for c in CARDS}
 
 
@@ -220,6 +220,35 @@ def test_the_race_cards_answer_is_on_the_page_it_opens(shipped, monkeypatch):
     at.button(key="profile_back").click().run()
     assert "A link set" not in " ".join(i.value for i in at.info)
     assert f"round 1: τ {expected['cpu_tau']}, verified {expected['cpu_nodes']}" in first_taps_round()
+
+
+@pytest.mark.slow
+def test_the_batch_cards_answer_is_on_the_page_it_opens(shipped, monkeypatch):
+    """Eight requests in a batch: the finish table at the race's end has every number the answer
+    quotes; in the batch sweep, batch-aware TAPS's trees for one request are the answer's size.
+    (Slow: the sweep decodes the race at four batch sizes, about 40 s.)"""
+    item = card("batch-eight")
+    at = open_card(item, monkeypatch)
+    assert at.selectbox(key="race_batch").value == 8
+
+    def finish_table() -> dict:
+        at.button(key="lanes_btn").click().run()
+        at.button(key="race_end").click().run()
+        table = at.table[0].value
+        return {method: dict(zip(table.columns, row)) for method, row in zip(table.index, table.values)}
+
+    rows, expected = finish_table(), item.expected
+    plan = rows["TAPS (batch-aware)"]
+    shown = {"dflash_speedup": rows["DFlash"]["speed-up"], "ddtree_speedup": rows["DDTree"]["speed-up"],
+             "taps_speedup": rows["TAPS"]["speed-up"], "plan_speedup": plan["speed-up"],
+             "taps_nodes": rows["TAPS"]["verified / round"], "plan_nodes": plan["verified / round"],
+             "taps_tau": rows["TAPS"]["τ"], "plan_tau": plan["τ"]}
+    assert {k: float(v) for k, v in shown.items()} == {k: expected[k] for k in shown}
+    assert any("A batch of 8 requests" in c.value for c in at.caption)
+    at.button(key="batch_sweep_btn").click().run()
+    sweep = next(frame.value for frame in at.dataframe if "requests in a batch" in frame.value.columns)
+    alone = sweep[(sweep["requests in a batch"] == 1) & (sweep["method"] == "TAPS (batch-aware)")]
+    assert float(alone["verified / round"].iloc[0]) == expected["plan_nodes_alone"]
 
 
 def test_the_learn_cards_answers_are_on_the_page_they_open(monkeypatch):

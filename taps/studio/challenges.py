@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 
 from .. import roofline
+from ..batch import PLANS
 from ..config import DecodeConfig
 from ..eval.prompts import example_prompts
 from ..policies import DDTREE, DFLASH, DFLASH2, TAPS
@@ -217,6 +218,33 @@ def hardware_facts(card: Challenge, pair) -> dict:
     return facts
 
 
+def batch_facts(card: Challenge, pair) -> dict:
+    """The card's race at a batch (`decode_batch_race`, the page's new-token count) on its profile's
+    modelled clock: each lane's speed-up, and TAPS's and batch-aware TAPS's τ and nodes per round,
+    as the finish table rounds them."""
+    from .race import DEFAULT_NEW_TOKENS, batch_companions, decode_batch_race, on_clock
+
+    link, messages = parse_race_link(card.params, example_prompts(), pair)
+    if messages:
+        raise ValueError("the card's link is not clean: " + " ".join(messages))
+    config = DecodeConfig(budget=link.budget, estimator=link.estimator, temperature=link.temperature,
+                          max_new_tokens=DEFAULT_NEW_TOKENS)
+    profile = _profile(pair, link.profile, config.budget)
+
+    def finish(batch: int) -> dict:
+        decoded = decode_batch_race(pair, link.prompt, config, batch_companions(link.prompt, example_prompts(), batch),
+                                    profile=profile, warm=False)
+        return {row["method"]: row for row in on_clock(decoded, "modelled", profile).results()}
+
+    rows, alone = finish(link.batch), finish(1)
+    plan = rows[PLANS["taps-batch"]]
+    return {"batch": link.batch, "budget": config.budget, "dflash_speedup": rows[DFLASH.label]["speed-up"],
+            "ddtree_speedup": rows[DDTREE.label]["speed-up"], "taps_speedup": rows[TAPS.label]["speed-up"],
+            "plan_speedup": plan["speed-up"], "taps_nodes": rows[TAPS.label]["verified / round"],
+            "plan_nodes": plan["verified / round"], "taps_tau": rows[TAPS.label]["τ"], "plan_tau": plan["τ"],
+            "plan_nodes_alone": alone[PLANS["taps-batch"]]["verified / round"]}
+
+
 def toy_facts(card: Challenge, pair=None) -> dict:
     """The toy at the card's Learn link: expected tokens per round of each ranking at its factor and at
     factor 1, and the nodes each ranking picked that its rejected prefix makes unreachable."""
@@ -251,9 +279,10 @@ def _taps_step(example: str, number: int, view: str, compare: int = 0, **setting
     return _step(example, number, view, tuple(settings), REFERENCE, compare, **settings)
 
 
-def _race(example: str, budget: int, profile: str) -> dict[str, str]:
-    """A race link on the modelled clock of `profile`, greedy, TAPS with the online estimator."""
-    return race_link_params(RaceLink("", example, budget, "online", 0.0, "modelled", profile))
+def _race(example: str, budget: int, profile: str, batch: int = 1, estimator: str = "online") -> dict[str, str]:
+    """A race link on the modelled clock of `profile`, greedy, TAPS with `estimator`, the prompt alone
+    or in a batch of `batch` requests."""
+    return race_link_params(RaceLink("", example, budget, estimator, 0.0, "modelled", profile, batch=batch))
 
 
 def _learn(factor: float, budget: int, reject: str = "") -> dict[str, str]:
@@ -359,6 +388,29 @@ CARDS = [
         {"cpu_ratio": 1.8, "h200_ratio": 1.0, "cpu_nodes": 18, "cpu_tau": 5, "h200_nodes": 64, "h200_tau": 7},
         facts=hardware_facts,
         holds=lambda f: f["h200_ratio"] < 1.2 and f["cpu_ratio"] > 1.5 and f["h200_nodes"] > f["cpu_nodes"]),
+    Challenge(
+        "batch-eight", "When do trees stop paying? Race eight requests at once",
+        "Race *Python: Fibonacci* at budget 16 with 8 requests in a batch (TAPS with its learned estimator), on the "
+        "reference CPU profile's modelled clock: every round's forward now verifies eight requests' trees. Which "
+        "lanes fall below AR, and how does batch-aware TAPS stay above it?",
+        "Press *Race*, then *End*, and read the finish table: τ, nodes verified per round and the speed-up over AR "
+        "in the same batch. Then press *Sweep the batch* at the foot of the page: the same race at 1, 2, 4 and 8 "
+        "requests.",
+        "With {batch} requests the forward is no longer nearly free on this CPU, and every request's round costs "
+        "its own drafter pass and bookkeeping, while AR's step for eight requests costs far less than eight of its "
+        "own: DFlash "
+        "{dflash_speedup:.2f}×, DDTree {ddtree_speedup:.2f}× and TAPS {taps_speedup:.2f}× (τ {taps_tau:.2f} "
+        "from {taps_nodes:.1f} nodes per round). Batch-aware TAPS gives the whole forward one tree width, sized "
+        "from the verify cost at a batch: {plan_nodes:.1f} nodes per round, τ {plan_tau:.2f}, and "
+        "{plan_speedup:.2f}× AR: fewer tokens per round, in rounds cheap enough to pay. The batch sweep shows "
+        "its trees growing back as the batch shrinks: {plan_nodes_alone:.1f} nodes per round for one request.",
+        "Race_and_sweep", _race("fib", 16, REFERENCE, batch=8, estimator="learned"),
+        {"batch": 8, "dflash_speedup": 0.73, "ddtree_speedup": 0.92, "taps_speedup": 0.95, "plan_speedup": 1.05,
+         "taps_nodes": 14.2, "plan_nodes": 4.9, "taps_tau": 3.76, "plan_tau": 2.67, "plan_nodes_alone": 10.6},
+        facts=batch_facts,
+        holds=lambda f: f["plan_speedup"] > max(f["taps_speedup"], f["ddtree_speedup"], f["dflash_speedup"])
+        and f["plan_nodes"] < f["taps_nodes"] and f["plan_nodes"] < f["plan_nodes_alone"]
+        and max(f["taps_speedup"], f["ddtree_speedup"]) < 1.0 < f["plan_speedup"]),
     Challenge(
         "learn-agree", "Make DDTree and TAPS pick the same tree",
         f"In Learn's *{TWO_OPENINGS}* at budget 8, DDTree expects fewer tokens per round than TAPS. Move one "

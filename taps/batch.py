@@ -17,8 +17,12 @@ is request b's, and the verify forward:
              visible to it), then the solo round's commit (`DecodeSession._commit`).
 
 So each request's tokens are its solo run's, token for token, at T=0 and at T>0 (its draws keyed by
-its own seed and positions), whatever the others do or when they finish (tests/test_batch.py). Only
-the target's forward is shared here; each request still drafts in a pass of its own.
+its own seed and positions), whatever the others do or when they finish (tests/test_batch.py). The
+drafter runs once per step for every request's block (`DraftContext.draft_many`: its linear layers
+and lm_head over all the blocks' rows, attention per request over its own context); with int8
+activations quantized per call, that pass can propose other tokens than a solo pass by rounding,
+never commit other ones. `batch_draft=False` drafts request by request (each request then is its
+solo run round for round).
 
 Two batch plans size every request's tree together, from the profile's verify cost at a batch
 (`taps.batch_cost`): one width for the whole forward, the one that maximises the batch's expected
@@ -41,6 +45,7 @@ import torch
 
 from .batch_cost import host_seconds, of_profile, plan_step
 from .config import DecodeConfig
+from .fast_drafter import DraftContext
 from .pair import ModelPair
 from .policies import AR, TAPS
 from .record import Round
@@ -73,11 +78,12 @@ class BatchSession:
     cache and verify forward)."""
 
     def __init__(self, pair: ModelPair, prompts: list[str | list[int]], config: DecodeConfig | None = None,
-                 profile=None, plan: str | None = None, **overrides):
+                 profile=None, plan: str | None = None, batch_draft: bool = True, **overrides):
         if not prompts:
             raise ValueError("a batch needs at least one prompt")
         self.pair = pair
         self.plan = plan
+        self.batch_draft = batch_draft               # one drafter pass for every request's block
         self.batch_verify = None
         if plan is not None:
             if plan not in PLANS:
@@ -136,9 +142,17 @@ class BatchSession:
             raise RuntimeError("every request of this batch has finished")
         pair, began = self.pair, time.perf_counter()
         active = [b for b, r in enumerate(self.requests) if not r.finished]
+        self._draft_s: dict[int, float] = {}          # this step's shared drafter pass, per request in it
         timers = {b: StageTimer(pair.device) for b in active}
-        chosen = self._planned(active, timers) if self.plan else {b: self.requests[b]._choose(timers[b])
-                                                                  for b in active}
+        if self.plan:
+            chosen = self._planned(active, timers)
+        else:
+            drafted = self._drafts(active, timers)
+            chosen = {}
+            for b in active:
+                lattice, pool = self.requests[b]._pool(timers[b], drafted.get(b))
+                with timers[b]("select"):
+                    chosen[b] = (lattice, pool, *self.requests[b]._select(pool, self.requests[b].config))
         self.widths.append((len(active), max(chosen[b][3].size for b in active)))
         self.drafted.append(not self.plan or chosen[active[0]][0] is not None)
         past = max(self.lengths)                     # every tree is written after the longest cached request
@@ -160,6 +174,7 @@ class BatchSession:
                                          None if features is None else features[b])
             record.timings = dict(timer.seconds)
             record.timings["verify"] = record.timings.get("verify", 0.0) + shared.seconds["verify"]
+            record.timings["draft"] = record.timings.get("draft", 0.0) + self._draft_s.get(b, 0.0)
             request.rounds.append(record)
             out[b] = record
         self.step_s.append(time.perf_counter() - began)
@@ -174,15 +189,16 @@ class BatchSession:
         request = self.requests[active[0]]
         cfg, grid = request.config, self.batch_verify
         label = TAPS.run_label(cfg.estimator)
-        draft_host = host_seconds(request.profile, grid, label)
-        ar_host = host_seconds(request.profile, grid, AR.run_label())
+        draft_host = host_seconds(request.profile, grid, label, len(active))
+        ar_host = host_seconds(request.profile, grid, AR.run_label(), len(active))
         draft = True
         if all(b in self._curves for b in active) and self._plain < REPROBE:
             draft, _ = plan_step([self._curves[b] for b in active], draft_host, ar_host, grid, cfg.budget)
         self._plain = 0 if draft else self._plain + 1
         width = 0
         if draft:
-            pools = {b: self.requests[b]._pool(timers[b]) for b in active}
+            drafted = self._drafts(active, timers)
+            pools = {b: self.requests[b]._pool(timers[b], drafted.get(b)) for b in active}
             current = {}
             for b in active:
                 reach = np.zeros(cfg.budget)
@@ -198,6 +214,24 @@ class BatchSession:
                 lattice, pool = pools[b] if draft else self.requests[b]._root_only()
                 chosen[b] = (lattice, pool, *self.requests[b]._select(pool, settings))
         return chosen
+
+    def _drafts(self, active: list[int], timers: dict) -> dict:
+        """Every active request's block through the drafter in one pass (`DraftContext.draft_many`,
+        the lm_head once over all): request -> (hidden states, logits), its draft stage charged the
+        whole pass (`_draft_s`, as each is charged the whole verify forward). Empty when the batch drafts request
+        by request (`batch_draft` off, fewer than two drafting)."""
+        drafting = [b for b in active if self.requests[b].draft_context is not None
+                    and self.requests[b].draft_depth() >= 0]
+        if not self.batch_draft or len(drafting) < 2:
+            return {}
+        requests = [self.requests[b] for b in drafting]
+        shared = StageTimer(self.pair.device)
+        with shared("draft"):
+            hiddens = DraftContext.draft_many([r.draft_context for r in requests], [r.tokens[-1] for r in requests],
+                                              [r.draft_depth() for r in requests], self.pair.embed)
+            logits = requests[0].draft_context.logits(torch.cat(hiddens)).split([h.shape[0] for h in hiddens])
+        self._draft_s = dict.fromkeys(drafting, shared.seconds["draft"])
+        return {b: (hidden, logit) for b, hidden, logit in zip(drafting, hiddens, logits)}
 
     def _verify(self, trees: dict, past: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The target's forward over every active request's tree, written to the cache at `past`:

@@ -53,6 +53,9 @@ class BatchVerify:
     # "taps/online"): measured in real batched decodes (`taps.eval.measure.measure_batch_host`)
     host_s: dict = field(default_factory=dict)
     host_batch: int = 0              # the batch size those were measured at
+    # the same at every batch size measured, by run label: {"taps/online": {"1": s, "2": s, ...}};
+    # a batch drafts in one pass, so a request's share of a step's host work shrinks as it grows
+    host_batches: dict = field(default_factory=dict)
 
     def __post_init__(self):
         grid = np.asarray(self.seconds, dtype=np.float64)
@@ -120,6 +123,17 @@ class BatchVerify:
                 f"with a = {a * 1e3:.2f} ms, b = {b * 1e3:.3f} ms, c = {c * 1e3:.4f} ms: median error "
                 f"{fit['median_error']:.1%}, max {fit['max_error']:.1%}")
 
+    def describe_host(self) -> str:
+        """One line: the host cost per request and round at each batch size measured ("" if none)."""
+        if not self.host_batches:
+            return ""
+        parts = []
+        for label, by in self.host_batches.items():
+            sizes = sorted((int(n), float(v)) for n, v in by.items())
+            parts.append(f"{label} " + ", ".join(f"{1e3 * v:.2f}" for _, v in sizes)
+                         + f" ms at {', '.join(str(n) for n, _ in sizes)} requests")
+        return "host cost per request and round besides the forward, measured in batched decodes: " + "; ".join(parts)
+
     def as_dict(self) -> dict:
         return asdict(self)
 
@@ -143,10 +157,16 @@ def measured_grid(batches: list[int], widths: list[int], medians: list[list[floa
                        spread=spread, repeats=repeats)
 
 
-def host_seconds(profile, grid: BatchVerify, label: str) -> float:
-    """Per request and round in a batched step, the seconds besides the forward for run label
-    `label`: the grid's measured batch host cost when it has one, else the profile's solo round
-    cost (AR: its round less its forward; others: `overhead`)."""
+def host_seconds(profile, grid: BatchVerify, label: str, batch: int | None = None) -> float:
+    """Per request and round in a batched step of `batch` requests, the seconds besides the forward
+    for run label `label`: the grid's measured batch host cost at that batch size when it has them
+    (interpolated between the sizes measured, the nearest one's past them), else at the one batch
+    size it was measured at, else the profile's solo round cost (AR: its round less its forward;
+    others: `overhead`)."""
+    by_batch = grid.host_batches.get(label)
+    if batch is not None and by_batch:
+        sizes = sorted((int(n), float(s)) for n, s in by_batch.items())
+        return float(np.interp(batch, [n for n, _ in sizes], [s for _, s in sizes]))
     if label in grid.host_s:
         return float(grid.host_s[label])
     if label == AR.run_label():
@@ -158,7 +178,7 @@ def step_seconds(profile, grid: BatchVerify, label: str, requests: int, width: i
     """One batched step on the profile's clock: each of its `requests` pays its round cost besides
     the forward for run label `label` (AR's when the step drafted nothing), and the batch one forward
     of `requests` trees `width` nodes wide."""
-    host = host_seconds(profile, grid, label if drafted else AR.run_label())
+    host = host_seconds(profile, grid, label if drafted else AR.run_label(), requests)
     return requests * host + float(grid.time(requests, width))
 
 

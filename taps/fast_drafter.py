@@ -215,6 +215,50 @@ class FastDrafter:
             hidden = hidden + (out if layer.mlp_conv is None else layer.mlp_conv(out, dyn, 1))
         return F.rms_norm(hidden, (d,), self.norm, self.eps)
 
+    def blocks(self, items: list[tuple]) -> list[torch.Tensor]:
+        """Several sequences' blocks in one pass: `items` are (keys, values, length, embeds [n, d],
+        features [m, F] or None), each as `block` takes them. Every linear layer runs once over all
+        the sequences' rows (context features and block rows, one sequence after another); rotary
+        embedding, the buffers and attention per sequence, over its own buffers. Returns each
+        sequence's hidden states [n, d]. (A DFlash2 drafter's convolutions mix a block's rows: it
+        drafts block by block.) With int8 precision, activations are quantized with one scale per
+        call, so a sequence's draft can differ from its own pass by that rounding."""
+        if len(items) == 1 or any(layer.attn_conv is not None or layer.mlp_conv is not None for layer in self.layers):
+            return [self.block(*item) for item in items]
+        hidden = torch.cat([embeds.to(self.compute) for _, _, _, embeds, _ in items])
+        d = hidden.shape[1]
+        sizes = [(0 if features is None else features.shape[0], embeds.shape[0]) for *_, embeds, features in items]
+        given = [features for *_, features in items if features is not None]
+        ctx = (F.rms_norm(self.fc(torch.cat(given).to(self.compute)), (d,), self.hidden_norm, self.eps)
+               if given else None)
+        for i, layer in enumerate(self.layers):
+            x = F.rms_norm(hidden, (d,), layer.in_norm, self.eps)
+            h, kvh, hd = layer.heads, layer.kv_heads, layer.head_dim
+            parts, row, feature_row = [], 0, 0
+            for m, n in sizes:                       # each sequence's context rows, then its block rows
+                if m:
+                    parts.append(ctx[feature_row:feature_row + m])
+                parts.append(x[row:row + n])
+                row, feature_row = row + n, feature_row + m
+            qkv_all = layer.qkv(torch.cat(parts))
+            outs, start = [], 0
+            for (keys, values, length, _, _), (m, n) in zip(items, sizes):
+                qkv = qkv_all[start:start + m + n].view(m + n, h + 2 * kvh, hd).transpose(0, 1)
+                start += m + n
+                end = length + m + n
+                qk = self._rope(F.rms_norm(qkv[:h + kvh], (hd,), None, self.eps) * layer.qk_norm, length)
+                k_buf, v_buf = keys[i], values[i]
+                k_buf[:, length:end] = qk[h:]
+                v_buf[:, length:end] = qkv[h + kvh:]
+                out = F.scaled_dot_product_attention(qk[:h, m:].unsqueeze(0), k_buf[:, :end].unsqueeze(0),
+                                                     v_buf[:, :end].unsqueeze(0), enable_gqa=h != kvh)
+                outs.append(out[0].transpose(0, 1).reshape(n, h * hd))
+            hidden = hidden + layer.o(torch.cat(outs))
+            x = F.rms_norm(hidden, (d,), layer.post_norm, self.eps)
+            gate, up = layer.gate_up(x).split(layer.intermediate, dim=-1)
+            hidden = hidden + layer.down(F.silu(gate) * up)
+        return list(F.rms_norm(hidden, (d,), self.norm, self.eps).split([n for _, n in sizes]))
+
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden).float()
 
@@ -274,12 +318,27 @@ class DraftContext:
     def draft(self, root: int, depth: int, embed) -> torch.Tensor:
         """Hidden states [depth, d] of the block [root, MASK x depth] after the committed context
         (the queued features are projected in the same pass)."""
+        hidden = self.fast.block(*self._block_inputs(root, depth, embed))
+        return self._drafted(hidden)
+
+    @staticmethod
+    def draft_many(contexts: list["DraftContext"], roots: list[int], depths: list[int], embed) -> list[torch.Tensor]:
+        """`draft` for several sequences in one drafter pass (`FastDrafter.blocks`): each context's
+        hidden states [depth, d]."""
+        items = [ctx._block_inputs(root, depth, embed) for ctx, root, depth in zip(contexts, roots, depths)]
+        hiddens = contexts[0].fast.blocks(items)
+        return [ctx._drafted(hidden) for ctx, hidden in zip(contexts, hiddens)]
+
+    def _block_inputs(self, root: int, depth: int, embed) -> tuple:
         pending = 0 if self.pending is None else self.pending.shape[0]
         self._make_room(self.length + pending + depth + 1)
         block = torch.full((depth + 1,), self.mask_token_id, device=self.fast.device)
         block[0] = root
-        hidden = self.fast.block(self.keys, self.values, self.length, embed(block), self.pending)
-        self.length += pending
+        return self.keys, self.values, self.length, embed(block), self.pending
+
+    def _drafted(self, hidden: torch.Tensor) -> torch.Tensor:
+        """After a pass: the queued features are in the buffers now; the block's drafted rows."""
+        self.length += 0 if self.pending is None else self.pending.shape[0]
         self.pending = None
         return hidden[1:]
 

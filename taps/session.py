@@ -154,14 +154,15 @@ class DecodeSession:
                                    start)
         return room
 
-    def _pool(self, timer: StageTimer):
-        """A round's draft, pool and estimate: (lattice, pool with its reach)."""
+    def _pool(self, timer: StageTimer, drafted: tuple | None = None):
+        """A round's draft, pool and estimate: (lattice, pool with its reach). `drafted`: this
+        round's block already through the drafter (hidden states, logits), as a batch drafts it."""
         room = self._begin_round()
         cfg, sel, root = self.config, self.selector, self.tokens[-1]
         lattice = None
         if sel.policy.needs_drafter:
             with timer("draft"):
-                lattice = self._draft(root, min(self.block_size - 1, room))
+                lattice = self._draft(root, min(self.block_size - 1, room), drafted)
         self._stage = "select"
         with timer("pool"):
             pool = sel.pool(root, lattice, cfg, self._round)
@@ -206,11 +207,19 @@ class DecodeSession:
                            timings={}, finished=self.finished, stop_reason=self.stop_reason,
                            texts=pair.token_texts, lattice=lattice)
 
-    def _draft(self, root: int, depth: int) -> Lattice:
-        hidden = self.draft_context.draft(root, depth, self.pair.embed)
+    def draft_depth(self) -> int:
+        """How deep this round's block drafts: the block, or what the context still allows (-1:
+        nothing, the context is full)."""
+        return min(self.block_size - 1, self.pair.max_context - len(self.tokens))
+
+    def _draft(self, root: int, depth: int, drafted: tuple | None = None) -> Lattice:
+        if drafted is None:
+            hidden = self.draft_context.draft(root, depth, self.pair.embed)
+            logits = self.draft_context.logits(hidden)
+        else:
+            hidden, logits = drafted
         k = max(self.config.top_k, self.config.budget)
-        return Lattice.from_logits(self.draft_context.logits(hidden), k, hidden=hidden,
-                                   temperature=self.config.temperature)
+        return Lattice.from_logits(logits, k, hidden=hidden, temperature=self.config.temperature)
 
     def _verify(self, tree, start: int):
         ids, pos, mask = self.tree_mask.verify_inputs(tree, start, start)

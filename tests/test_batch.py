@@ -22,23 +22,62 @@ def settings(selector: str, estimator: str, temperature: float, budget: int = 8)
                 max_new_tokens=NEW, stop_at_eos=False)
 
 
+@pytest.mark.parametrize("batch_draft", [False, True], ids=["own-drafts", "one-drafter-pass"])
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
 @pytest.mark.parametrize("selector,estimator", RUNS)
-def test_each_request_of_a_batch_is_its_solo_run(tiny_pair, selector, estimator, temperature):
+def test_each_request_of_a_batch_is_its_solo_run(tiny_pair, selector, estimator, temperature, batch_draft):
+    """Drafting request by request, each request is its solo run, round for round; with one drafter
+    pass for every request's block its tokens are still the target's, token for token (the pass's
+    float rounding may propose other tokens than a solo pass, never commit other ones)."""
     if selector == "oracle" and temperature > 0:
         pytest.skip("the oracle is greedy only")
     options = settings(selector, estimator, temperature)
-    batch = BatchSession(tiny_pair, [list(p) for p in PROMPTS], **options)
+    batch = BatchSession(tiny_pair, [list(p) for p in PROMPTS], batch_draft=batch_draft, **options)
     batch.run()
     for prompt, request in zip(PROMPTS, batch.requests):
         reference = (greedy_continuation(tiny_pair, list(prompt), NEW) if temperature == 0
                      else sample_continuation(tiny_pair, list(prompt), NEW, temperature, 11))
         assert request.generated == reference, (selector, prompt)
+        if batch_draft:
+            continue
         solo = DecodeSession(tiny_pair, list(prompt), **options)
         solo.run()
         assert [r.committed_tokens for r in request.rounds] == [r.committed_tokens for r in solo.rounds]
         assert [r.verified_nodes for r in request.rounds] == [r.verified_nodes for r in solo.rounds]
     assert len({len(r.rounds) for r in batch.requests}) > 1 or selector == "ar"    # they finish apart
+
+
+def test_one_drafter_pass_for_several_blocks_is_each_blocks_own_pass(tiny_pair):
+    """`FastDrafter.blocks`: sequences of different context lengths, with and without queued target
+    features, through one pass: each one's hidden states are its own pass's (to float rounding), and
+    each context advances as its own draft would advance it."""
+    import torch
+
+    from taps.fast_drafter import DraftContext, fast_drafter
+
+    fast = fast_drafter(tiny_pair)
+    width = tiny_pair.feature_layers and len(tiny_pair.feature_layers) * tiny_pair.target.config.hidden_size
+
+    def contexts():
+        made = []
+        for first, later in ((7, 3), (12, 0), (4, 5)):      # committed, then queued (0: none queued)
+            ctx = DraftContext(fast, tiny_pair.mask_token_id)
+            ctx.add(torch.randn(first, width, generator=torch.Generator().manual_seed(first)))
+            ctx.draft(5, 3, tiny_pair.embed)
+            if later:
+                ctx.add(torch.randn(later, width, generator=torch.Generator().manual_seed(later)))
+            made.append(ctx)
+        return made
+
+    roots, depths = [9, 14, 2], [7, 15, 4]
+    with torch.inference_mode():                  # as a session drafts
+        alone = [ctx.draft(root, depth, tiny_pair.embed) for ctx, root, depth in zip(contexts(), roots, depths)]
+        together_contexts = contexts()
+        together = DraftContext.draft_many(together_contexts, roots, depths, tiny_pair.embed)
+    for a, b in zip(alone, together):
+        assert a.shape == b.shape and torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+    assert [ctx.length for ctx in together_contexts] == [7 + 3, 12 + 0, 4 + 5] and all(
+        ctx.pending is None for ctx in together_contexts)
 
 
 def test_a_batch_of_one_and_bad_input(tiny_pair):

@@ -151,3 +151,23 @@ def test_the_host_cost_at_a_batch_is_measured_in_real_batched_decodes(tiny_pair)
     assert set(host) == {"ar", "taps/online"} and all(v >= 0 for v in host.values())
     grid.host_s = host
     assert host_seconds(None, grid, "ar") == host["ar"]
+    hosts = measure.measure_batch_hosts(tiny_pair, grid, [1, 2], rounds=2)
+    assert set(hosts) == {"ar", "taps/online"} and all(set(by) == {"1", "2"} for by in hosts.values())
+
+
+def test_the_host_cost_per_request_follows_the_batch_size_measured():
+    """A batch drafts in one pass, so a request's host share depends on the batch: priced at the
+    batch sizes measured, interpolated between them, the nearest past them; a grid without them
+    prices every batch at its one measured size."""
+    from taps.batch_cost import host_seconds, step_seconds
+
+    grid = plane()
+    grid.host_s = {"taps/online": 0.003}
+    assert host_seconds(None, grid, "taps/online", 4) == 0.003
+    grid.host_batches = {"taps/online": {"1": 0.004, "4": 0.002, "16": 0.001}, "ar": {"1": 0.0004, "16": 0.0002}}
+    assert [host_seconds(None, grid, "taps/online", n) for n in (1, 2, 4, 10, 16, 32)] == pytest.approx(
+        [0.004, 0.004 - 0.002 / 3, 0.002, 0.0015, 0.001, 0.001])
+    assert host_seconds(None, grid, "taps/online") == 0.003                 # no batch size given: the one measured
+    assert step_seconds(None, grid, "taps/online", 4, 8) == pytest.approx(4 * 0.002 + grid.time(4, 8))
+    assert step_seconds(None, grid, "taps/online", 4, 0, drafted=False) == pytest.approx(
+        4 * host_seconds(None, grid, "ar", 4) + grid.time(4, 0))

@@ -66,7 +66,7 @@ def _profile(args, pair, runs: dict):
     """The profile every run reads: the --price roofline's, else the --profile file or this machine's
     saved one (measured now when none fits); with --measure, its batch verify grid measured and saved."""
     from ..profiles import profile_path
-    from .measure import BATCH_WIDTHS, BATCHES, measure_batch_host, measure_batch_verify, profile_for
+    from .measure import BATCH_WIDTHS, BATCHES, measure_batch_hosts, measure_batch_verify, profile_for
 
     if args.price:
         from ..roofline import roofline_profile, split_id
@@ -81,7 +81,8 @@ def _profile(args, pair, runs: dict):
         print(f"# measuring the verify forward at batches {BATCHES} x widths {BATCH_WIDTHS} on {pair.device}",
               file=sys.stderr)
         grid = measure_batch_verify(pair, sorted({*BATCHES, *args.batch}), BATCH_WIDTHS)
-        grid.host_s, grid.host_batch = measure_batch_host(pair, grid, batch=8), 8
+        grid.host_batches = measure_batch_hosts(pair, grid, BATCHES)
+        grid.host_s, grid.host_batch = {label: by[str(8)] for label, by in grid.host_batches.items()}, 8
         profile.batch_verify = grid.as_dict()
         where = args.profile or profile_path(pair)
         profile.save(where)
@@ -135,6 +136,8 @@ def run_batch_command(args, plots=None) -> int:
           f"second of decoding (prefill apart), the best of {args.repeats} alternated runs")
     if grid is not None:
         print(f"# verify at a batch: {grid.describe()}")
+        if grid.host_batches:
+            print(f"# {grid.describe_host()}")
     priced = f" | {args.price} tokens/s (estimate) | its speed-up over AR" if args.price else ""
     print(f"| batch | selector | tau | draft nodes per request-round | steps that drafted | tokens/s "
           f"| speed-up over AR at this batch{priced} | lossless |")

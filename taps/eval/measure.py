@@ -218,6 +218,15 @@ def measure_batch_host(pair, grid, batch: int = 8, rounds: int = 12,
     return out
 
 
+def measure_batch_hosts(pair, grid, batches, rounds: int = 12) -> dict[str, dict[str, float]]:
+    """`measure_batch_host` at every batch size in `batches`: {run label: {batch (text): seconds}}."""
+    out: dict[str, dict[str, float]] = {}
+    for batch in batches:
+        for label, seconds in measure_batch_host(pair, grid, batch=batch, rounds=rounds).items():
+            out.setdefault(label, {})[str(batch)] = seconds
+    return out
+
+
 @torch.inference_mode()
 def measure_draft(pair, context_length: int, repeats: int) -> float:
     """Median seconds of one drafter pass as a round runs it (the fused drafter at the pair's

@@ -145,14 +145,17 @@ def test_drafting_pays_only_while_its_tokens_per_second_beat_an_autoregressive_s
 def test_the_host_cost_at_a_batch_is_measured_in_real_batched_decodes(tiny_pair):
     from taps.batch_cost import host_seconds
     from taps.eval import measure
+    from taps.policies import DDTREE, DFLASH, DFLASH2
 
     grid = measure.measure_batch_verify(tiny_pair, [1, 2], [0, 8], context_length=16, repeats=2)
     host = measure.measure_batch_host(tiny_pair, grid, batch=2, rounds=3)
-    assert set(host) == {"ar", "taps/online"} and all(v >= 0 for v in host.values())
+    drafting = {e.run_label() for e in (DFLASH, DFLASH2, DDTREE) if e.runs_on(tiny_pair)}
+    assert set(host) == {"ar", "taps/online", *drafting} and {"dflash", "ddtree"} <= drafting
+    assert all(v >= 0 for v in host.values())
     grid.host_s = host
     assert host_seconds(None, grid, "ar") == host["ar"]
     hosts = measure.measure_batch_hosts(tiny_pair, grid, [1, 2], rounds=2)
-    assert set(hosts) == {"ar", "taps/online"} and all(set(by) == {"1", "2"} for by in hosts.values())
+    assert set(hosts) == set(host) and all(set(by) == {"1", "2"} for by in hosts.values())
 
 
 def test_the_host_cost_per_request_follows_the_batch_size_measured():

@@ -189,16 +189,20 @@ def measure_batch_verify(pair, batches: list[int] | None = None, widths: list[in
 @torch.inference_mode()
 def measure_batch_host(pair, grid, batch: int = 8, rounds: int = 12,
                        estimators: tuple[str, ...] | None = None) -> dict[str, float]:
-    """Per request and round, a batched step's seconds besides its forward (drafter pass, pool,
-    estimate, select, walk, cache compaction, commit, record): for AR and for TAPS's rounds as the
-    batch plans run them with each estimator (default: online, and learned when the pair has a
-    scorer), at `batch` requests of the profile's prompt. Each step of a real batched
-    decode is timed, the grid's price of its forward taken off; the median over steps, per request."""
+    """Per request and round, a batched step's seconds besides its forward (the drafter pass, pool,
+    estimate, select, walk, cache compaction, commit, record): for AR, for every drafting policy the
+    pair runs at budget 8 (DFlash, DFlash2 where the pair has its path selector, DDTree) and for
+    TAPS's rounds as the batch plans run them with each estimator (default: online, and learned
+    when the pair has a scorer), at `batch` requests of the profile's prompt. Each step of a real
+    batched decode is timed, the grid's price of its forward taken off; the median over steps, per
+    request."""
     from ..batch import BatchSession
 
     out = {}
     estimators = estimators or ("online", *(("learned",) if getattr(pair, "scorer", None) is not None else ()))
     runs = [(AR.run_label(), dict(selector=AR.name))]
+    runs += [(entry.run_label(), dict(selector=entry.name, budget=8)) for entry in REGISTRY.values()
+             if entry.needs_drafter and not entry.uses_estimator and not entry.hindsight and entry.runs_on(pair)]
     runs += [(TAPS.run_label(e), dict(selector=TAPS.name, taps_mode="reach", estimator=e, budget=8))
              for e in estimators]
     for label, options in runs:

@@ -323,6 +323,16 @@ def repeated(pair, setup: Setup, selectors: list[str], repeats: int) -> None:
                       f"taps-race-budget{config.budget}", "race")
 
 
+def keep_result(key: str, what: str, run) -> None:
+    """`run()`'s result kept in the session under `key`; when the settings cannot run, the engine's
+    message ("Cannot <what>: ...") and no result (not the last one either)."""
+    try:
+        st.session_state[key] = run()
+    except (ValueError, RuntimeError) as exc:
+        st.session_state.pop(key, None)
+        st.error(f"Cannot {what}: {exc}")
+
+
 def swept(pair, setup: Setup, selectors: list[str], budgets: list[int], repeats: int) -> None:
     """The sweep: its button (a progress bar), then the modelled and measured curves over budgets,
     the caption from their numbers, acceptance against cost, the best budget per selector, downloads."""
@@ -335,7 +345,8 @@ def swept(pair, setup: Setup, selectors: list[str], budgets: list[int], repeats:
                               text=f"{done} of {total} runs · last: {row['label']} budget {row['budget']}")
 
         load = machine_load()
-        try:
+
+        def run() -> dict:
             if setup.config is None:
                 raise ValueError(setup.problem)
             for value in budgets:
@@ -343,10 +354,9 @@ def swept(pair, setup: Setup, selectors: list[str], budgets: list[int], repeats:
             with decode_service().held(on_wait=ui.queue_notice(progress)):
                 runs = sweep(pair, setup.prompt, setup.config, selectors, budgets, setup.config.estimator,
                              repeats=repeats, profile=setup.found.sizing, on_result=tick)
-            state["sweep_result"] = {"runs": runs, "load": load, "prompt": setup.prompt}
-        except (ValueError, RuntimeError) as exc:
-            state.pop("sweep_result", None)
-            st.error(f"Cannot sweep: {exc}")
+            return {"runs": runs, "load": load, "prompt": setup.prompt}
+
+        keep_result("sweep_result", "sweep", run)
         progress.empty()
     result = state.get("sweep_result")
     if not result:
@@ -409,14 +419,13 @@ def batch_swept(pair, setup: Setup) -> None:
         def tick(done: int, total: int, text: str) -> None:
             progress.progress(done / total, text=f"{done} of {total} runs · last: {text}")
 
-        try:
+        def run() -> dict:
             with decode_service().held(on_wait=ui.queue_notice(progress)):
                 rows = batch_sweep(pair, setup.prompt, setup.config, ui.examples(), RACE_BATCHES,
                                    profile=setup.found.sizing, price=model, on_result=tick)
-            state["batch_sweep_result"] = {"rows": rows, "prompt": setup.prompt, "priced": profile_name(model)}
-        except (ValueError, RuntimeError) as exc:
-            state.pop("batch_sweep_result", None)
-            st.error(f"Cannot sweep the batch: {exc}")
+            return {"rows": rows, "prompt": setup.prompt, "priced": profile_name(model)}
+
+        keep_result("batch_sweep_result", "sweep the batch", run)
         progress.empty()
     result = state.get("batch_sweep_result")
     if not result:

@@ -71,6 +71,15 @@ def race_to_end(page) -> tuple[dict, list[dict]]:
     return page.evaluate(TABLE), page.evaluate(LANE_STATES)
 
 
+def race_and_end(page) -> None:
+    """Click Race, then End once the lanes show: the finish table on an idle page."""
+    page.get_by_role("button", name="Race", exact=True).click()
+    page.locator(".race-lane").first.wait_for()
+    page.get_by_role("button", name="End", exact=True).click()
+    page.locator('[data-testid="stTable"]').wait_for()
+    idle(page)
+
+
 def column(table: dict, name: str) -> dict[str, str]:
     index = table["head"].index(name)
     return {row[0]: row[index] for row in table["rows"]}
@@ -202,11 +211,7 @@ def test_a_roofline_profile_chosen_in_the_sidebar_prices_the_lanes_their_caption
     expect(clock_caption).to_contain_text("trees sized from this machine's measured profile")
     idle(page)
 
-    page.get_by_role("button", name="Race", exact=True).click()
-    page.locator(".race-lane").first.wait_for()
-    page.get_by_role("button", name="End", exact=True).click()
-    page.locator('[data-testid="stTable"]').wait_for()
-    idle(page)
+    race_and_end(page)
     table = page.evaluate(TABLE)
     shown = {k: float(v) for k, v in column(table, "speed-up").items()}
     assert shown == expected                                                   # the lanes on the H200's clock
@@ -283,11 +288,7 @@ def test_a_race_at_a_batch_of_four_plays_five_lanes_priced_as_batched_steps_and_
     page.goto(f"{server}/Race_and_sweep?{query}")
     shown_once(page, page.get_by_role("button", name="Race", exact=True))
     assert "each round the whole step of a batch of 4" in page.get_by_text("Clock: modelled").inner_text()
-    page.get_by_role("button", name="Race", exact=True).click()
-    page.locator(".race-lane").first.wait_for()
-    page.get_by_role("button", name="End", exact=True).click()
-    page.locator('[data-testid="stTable"]').wait_for()
-    idle(page)
+    race_and_end(page)
     lanes = page.evaluate(LANE_STATES)
     assert [lane["lane"] for lane in lanes] == [*LANES, "taps/online+taps-batch"]
     assert [lane["tokens"] for lane in lanes] == [64] * 5 and len({lane["text"] for lane in lanes}) == 1

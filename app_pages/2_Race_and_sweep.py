@@ -61,6 +61,7 @@ ui.profile_banner(pair)
 race_ui.write_link(prompt, budget, estimator, temperature, clock, found.sizing_id, batch)
 setup = race_ui.Setup(prompt, config, max_new, bool(oracle), clock, found, problem, dflash2=bool(dflash2),
                       batch=int(batch))
+race_ui.batch_profile_notice(pair, setup)
 
 # ---------------------------------------------------------------- the race: decoded once, then replayed
 if not on_stage:

@@ -444,6 +444,24 @@ def test_race_and_sweep_repeat_and_show_both_speeds():
     assert all(str(v) in ("2", "4") or v == "within noise" for v in best["best budget (measured)"])
 
 
+def test_a_race_at_a_batch_on_a_profile_without_its_cost_offers_one_that_has_it():
+    """This machine's profile (measured a request at a time) has no verify cost at a batch: at
+    batch 4 the page says so and offers a profile that has one (for the tiny pair, which ships no
+    reference, the H200 roofline estimate); on it the race decodes its five lanes."""
+    at = open_page(RACE)
+    at.text_area(key="race_prompt").set_value("def f(x):").run()
+    assert not any("verify cost at a batch" in w.value for w in at.warning)     # one request: nothing to say
+    at.selectbox(key="race_batch").set_value(4).run()
+    assert any("verify cost at a batch, and the fixed latency profile" in w.value for w in at.warning)
+    at.button(key="lanes_btn").click().run()
+    assert "Cannot race: a race at a batch sizes batch-aware TAPS" in errors(at)
+    at.button(key="race_batch_profile").click().run()
+    assert not any("verify cost at a batch" in w.value for w in at.warning)
+    at.button(key="lanes_btn").click().run()
+    decoded = at.session_state["race_lanes"]["decoded"]
+    assert not errors(at) and decoded.batch == 4 and len(decoded.lanes) == 5
+
+
 def test_race_bad_input():
     at = open_page(RACE)
     at.text_area(key="race_prompt").set_value("")

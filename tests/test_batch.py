@@ -5,6 +5,8 @@ T=0 and at T>0 with its seed, requests finishing at different rounds (their rows
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import batch_profile
 
@@ -104,7 +106,8 @@ def test_the_batch_command_prints_throughput_per_batch_and_selector(tiny_pair_di
             if line.startswith("| ") and not line.startswith("| batch")]
     assert [(r[0], r[1]) for r in rows] == [(b, s) for b in ("1", "3") for s in ("ar", "ddtree", "taps")]
     assert all(r[-1] == "yes" for r in rows)                   # every request's tokens are AR's
-    assert all(r[6] == "1.00x" for r in rows if r[1] == "ar") and all(float(r[5]) > 0 for r in rows)
+    assert all(r[6] == "1.00x" and r[7] == "1.00-1.00x" for r in rows if r[1] == "ar")
+    assert all(float(r[5]) > 0 for r in rows) and all(re.fullmatch(r"\d+\.\d\d-\d+\.\d\dx", r[7]) for r in rows)
     assert all(r[3] == "0.0" for r in rows if r[1] == "ar") and all(0 < float(r[3]) <= 8 for r in rows if r[1] != "ar")
 
 

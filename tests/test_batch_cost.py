@@ -126,7 +126,7 @@ def test_the_batch_command_prices_rounds_on_a_roofline_and_names_bad_methods(tin
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in out.splitlines()
             if line.startswith("| ") and not line.startswith("| batch")]
     assert "roofline batch verify grid" in out and [r[1] for r in rows] == ["ar", "dflash", "TAPS (batch-aware)"]
-    assert rows[0][8] == "1.00x" and all(float(r[7]) > 0 for r in rows)
+    assert rows[0][9] == "1.00x" and all(float(r[8]) > 0 for r in rows)      # the priced columns, after the range
     assert main([*common, "--selectors", "tree-batch"]) == 2
     err = capsys.readouterr().err
     assert "unknown selector 'tree-batch'" in err and "taps-batch, chain-batch" in err

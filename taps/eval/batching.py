@@ -1,7 +1,8 @@
 """`python -m taps.bench --batch 1,2,4,8,16 ...`: a suite's prompts decoded B at a time (`taps.batch`),
 for AR, the chosen selectors and the batch plans, at each batch size; one table of throughput (every
 request's tokens per second of decoding, prefill apart) and speed-up over batched AR at the same
-batch, measured side by side in one process with the runs alternated (the best of --repeats kept),
+batch, measured side by side in one process with the runs alternated (the best of --repeats kept,
+and the range of each repeat's speed-up over the same repeat's AR beside it),
 each run checked lossless against AR's tokens; with --plot, the speed-up against the batch size
 (drawn by the caller's `plots`, `taps/bench.py`).
 
@@ -140,17 +141,19 @@ def run_batch_command(args, plots=None) -> int:
             print(f"# {grid.describe_host()}")
     priced = f" | {args.price} tokens/s (estimate) | its speed-up over AR" if args.price else ""
     print(f"| batch | selector | tau | draft nodes per request-round | steps that drafted | tokens/s "
-          f"| speed-up over AR at this batch{priced} | lossless |")
-    print("|---:|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if args.price else "") + "---|")
+          f"| speed-up over AR at this batch | its range over the repeats{priced} | lossless |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if args.price else "") + "---|")
     measured: dict[str, list[tuple[int, float]]] = {}           # per method's label: (batch, speed-up)
     estimated: dict[str, list[tuple[int, float]]] = {}
     for size in args.batch:
         best: dict[str, dict] = {}
+        speeds: dict[str, list[float]] = {name: [] for name in methods}      # per repeat, in order
         for repeat in range(args.repeats):
             order = methods if repeat % 2 == 0 else methods[::-1]
             for name in order:
                 result = decode(name, size)
                 result["speed"] = result["tokens"] / result["seconds"]
+                speeds[name].append(result["speed"])
                 if name not in best or result["speed"] > best[name]["speed"]:
                     best[name] = result
         ar = best[AR.name]
@@ -159,9 +162,11 @@ def run_batch_command(args, plots=None) -> int:
             row = best[name]
             same = row["outputs"] == ar["outputs"]
             drafted = sum(d for _, _, d in row["steps"]) / len(row["steps"])
+            # each repeat's speed-up over the same repeat's AR: how much the best-of figure varies
+            ratios = [mine / theirs for mine, theirs in zip(speeds[name], speeds[AR.name])]
             cells = [str(size), PLANS.get(name, name), f"{row['tokens'] / row['rounds']:.2f}",
                      f"{row['nodes'] / row['rounds']:.1f}", f"{drafted:.0%}", f"{row['speed']:.1f}",
-                     f"{row['speed'] / ar['speed']:.2f}x"]
+                     f"{row['speed'] / ar['speed']:.2f}x", f"{min(ratios):.2f}-{max(ratios):.2f}x"]
             shown = PLANS.get(name) or policy(name).label                 # the plot's name for it
             measured.setdefault(shown, []).append((size, row["speed"] / ar["speed"]))
             if args.price:

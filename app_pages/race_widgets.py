@@ -113,18 +113,13 @@ def batch_profile_notice(pair, setup: Setup) -> None:
     """At a batch, when the profile the trees are sized from has no verify cost at a batch (one
     measured from the sidebar, a request at a time): say so, and offer one that has it, the pair's
     shipped reference profile, else the H200 x Qwen3-8B roofline estimate."""
-    from taps import roofline
     from taps.batch_cost import of_profile
-    from taps.profiles import shipped_reference
+    from taps.studio.page_profile import batch_offer
 
     sizing = setup.found.sizing
     if setup.batch <= 1 or sizing is None or of_profile(sizing) is not None:
         return
-    name, reference, _ = shipped_reference(pair)
-    if reference is not None and of_profile(reference) is not None:
-        offer, label = name, "the shipped reference profile"
-    else:
-        offer, label = roofline.profile_id("h200", "qwen3-8b"), "the H200 x Qwen3-8B roofline estimate"
+    offer, label = batch_offer(pair)
     st.warning(f"A race at a batch sizes batch-aware TAPS and prices its steps with the verify cost at a batch, and "
                f"the {profile_name(sizing)} has none (the sidebar measures one request at a time; "
                "`python -m taps.bench --batch 1 --measure` measures this machine's at a batch).")

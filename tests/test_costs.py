@@ -188,6 +188,10 @@ def test_the_shipped_reference_is_measured_for_the_shipped_pair():
     name, found, why = shipped_reference(load_pair(None))
     assert name == "reference-cpu-taps-code-10m" and found == ref and not why
     assert ref.verify_time(64) / ref.verify_time(1) > 1.5
+    # it carries the verify cost at a batch, so a race at a batch is offered it (a pair without one: a roofline)
+    from taps.studio.page_profile import batch_offer
+
+    assert ref.batch_verify and batch_offer(load_pair(None)) == (name, "the shipped reference profile")
 
 
 def test_measuring_in_the_background_runs_once_reports_progress_and_failures(tiny_pair_f32, tmp_path, monkeypatch):

@@ -71,3 +71,16 @@ def page_profile(pair, budget: int = 0, link_id: str | None = None, what_if: str
         if priced is not None:
             model, model_id = priced, what_if
     return PageProfile(sizing, sizing_id, model, model_id, default_id, default, used_link, link_problem, why_none)
+
+
+def batch_offer(pair) -> tuple[str, str]:
+    """A profile with the verify cost at a batch for a race at a batch, when the page's has none:
+    (its id, its name for a button): the pair's shipped reference when it has one, else the H200 x
+    Qwen3-8B roofline estimate (every roofline profile carries it)."""
+    from .. import roofline
+    from ..batch_cost import of_profile
+
+    name, reference, _ = shipped_reference(pair, shipped_profiles(pair.name))
+    if reference is not None and of_profile(reference) is not None:
+        return name, "the shipped reference profile"
+    return roofline.profile_id("h200", "qwen3-8b"), "the H200 x Qwen3-8B roofline estimate"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import test_browser
-from test_browser import idle, prepare_cache
+from test_browser import prepare_cache, settled, shown_once
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -63,12 +63,12 @@ def test_the_class_server_serves_pages_through_the_proxy_and_stops(tiny_pair_dir
             context = browser.new_context(viewport={"width": 1280, "height": 720})
             page = context.new_page()
             page.set_default_timeout(90_000)
+            page.add_init_script(test_browser.COUNT_STEP_CLICKS)
             page.goto(f"{url}/Step_through?prompt=def%20add(a%2C%20b)%3A&budget=8")
-            step = page.get_by_role("button", name="Step", exact=True)
-            step.wait_for()
-            idle(page)
+            shown_once(page, page.get_by_role("button", name="Step", exact=True))
+            settled(page)              # the size report's rerun: a click during it is dropped by the browser
             expect(page.locator('[data-testid="stSidebar"]')).to_contain_text("Lecturer")   # the secret reached it
-            step.click()
+            test_browser.click_step(page)
             expect(page.locator(".gtitle", has_text="Round 1 ·").first).to_be_visible()
             cookies = [c["value"] for c in context.cookies() if c["name"] == "taps_replica"]
             assert len(cookies) == 1

@@ -148,11 +148,7 @@ class BatchSession:
             chosen = self._planned(active, timers)
         else:
             drafted = self._drafts(active, timers)
-            chosen = {}
-            for b in active:
-                lattice, pool = self.requests[b]._pool(timers[b], drafted.get(b))
-                with timers[b]("select"):
-                    chosen[b] = (lattice, pool, *self.requests[b]._select(pool, self.requests[b].config))
+            chosen = {b: self.requests[b]._choose(timers[b], drafted.get(b)) for b in active}
         self.widths.append((len(active), max(chosen[b][3].size for b in active)))
         self.drafted.append(not self.plan or chosen[active[0]][0] is not None)
         past = max(self.lengths)                     # every tree is written after the longest cached request
@@ -218,17 +214,17 @@ class BatchSession:
     def _drafts(self, active: list[int], timers: dict) -> dict:
         """Every active request's block through the drafter in one pass (`DraftContext.draft_many`,
         the lm_head once over all): request -> (hidden states, logits), its draft stage charged the
-        whole pass (`_draft_s`, as each is charged the whole verify forward). Empty when the batch drafts request
-        by request (`batch_draft` off, fewer than two drafting)."""
-        drafting = [b for b in active if self.requests[b].draft_context is not None
-                    and self.requests[b].draft_depth() >= 0]
+        whole pass (`_draft_s`, as each is charged the whole verify forward). Empty when the batch
+        drafts request by request (`batch_draft` off, fewer than two drafting)."""
+        depths = {b: self.requests[b].draft_depth() for b in active if self.requests[b].draft_context is not None}
+        drafting = [b for b, depth in depths.items() if depth >= 0]
         if not self.batch_draft or len(drafting) < 2:
             return {}
         requests = [self.requests[b] for b in drafting]
         shared = StageTimer(self.pair.device)
         with shared("draft"):
             hiddens = DraftContext.draft_many([r.draft_context for r in requests], [r.tokens[-1] for r in requests],
-                                              [r.draft_depth() for r in requests], self.pair.embed)
+                                              [depths[b] for b in drafting], self.pair.embed)
             logits = requests[0].draft_context.logits(torch.cat(hiddens)).split([h.shape[0] for h in hiddens])
         self._draft_s = dict.fromkeys(drafting, shared.seconds["draft"])
         return {b: (hidden, logit) for b, hidden, logit in zip(drafting, hiddens, logits)}

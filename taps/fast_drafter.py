@@ -190,21 +190,13 @@ class FastDrafter:
         m = 0 if features is None else features.shape[0]
         if m:
             ctx = F.rms_norm(self.fc(features.to(self.compute)), (d,), self.hidden_norm, self.eps)
-        end = length + m + n
         for layer, k_buf, v_buf in zip(self.layers, keys, values):
             x = F.rms_norm(hidden, (d,), layer.in_norm, self.eps)
             if layer.attn_conv is not None:
                 dyn = layer.attn_conv.dynamic(x)
                 x = layer.attn_conv(x, dyn, 0)
-            h, kvh, hd = layer.heads, layer.kv_heads, layer.head_dim
             rows = torch.cat([ctx, x]) if m else x
-            qkv = layer.qkv(rows).view(m + n, h + 2 * kvh, hd).transpose(0, 1)
-            qk = self._rope(F.rms_norm(qkv[:h + kvh], (hd,), None, self.eps) * layer.qk_norm, length)
-            k_buf[:, length:end] = qk[h:]           # the block's keys/values just after the context,
-            v_buf[:, length:end] = qkv[h + kvh:]    # overwritten when real context arrives there
-            out = F.scaled_dot_product_attention(qk[:h, m:].unsqueeze(0), k_buf[:, :end].unsqueeze(0),
-                                                 v_buf[:, :end].unsqueeze(0), enable_gqa=h != kvh)
-            out = layer.o(out[0].transpose(0, 1).reshape(n, h * hd))
+            out = layer.o(self._attend(layer, layer.qkv(rows), k_buf, v_buf, length, m))
             hidden = hidden + (out if layer.attn_conv is None else layer.attn_conv(out, dyn, 1))
             x = F.rms_norm(hidden, (d,), layer.post_norm, self.eps)
             if layer.mlp_conv is not None:
@@ -214,6 +206,23 @@ class FastDrafter:
             out = layer.down(F.silu(gate) * up)
             hidden = hidden + (out if layer.mlp_conv is None else layer.mlp_conv(out, dyn, 1))
         return F.rms_norm(hidden, (d,), self.norm, self.eps)
+
+    def _attend(self, layer, qkv_rows: torch.Tensor, k_buf: torch.Tensor, v_buf: torch.Tensor, length: int,
+                m: int) -> torch.Tensor:
+        """One sequence's attention in `layer`: its rows' fused q, k, v [m + n, ...] (m context rows,
+        then n block rows, at positions length..), their keys and values written to its buffers just
+        after the context, the block rows attending to everything up to them. [n, heads x head_dim],
+        before the output projection."""
+        h, kvh, hd = layer.heads, layer.kv_heads, layer.head_dim
+        rows = qkv_rows.shape[0]
+        end = length + rows
+        qkv = qkv_rows.view(rows, h + 2 * kvh, hd).transpose(0, 1)
+        qk = self._rope(F.rms_norm(qkv[:h + kvh], (hd,), None, self.eps) * layer.qk_norm, length)
+        k_buf[:, length:end] = qk[h:]           # the block's keys/values just after the context,
+        v_buf[:, length:end] = qkv[h + kvh:]    # overwritten when real context arrives there
+        out = F.scaled_dot_product_attention(qk[:h, m:].unsqueeze(0), k_buf[:, :end].unsqueeze(0),
+                                             v_buf[:, :end].unsqueeze(0), enable_gqa=h != kvh)
+        return out[0].transpose(0, 1).reshape(rows - m, h * hd)
 
     def blocks(self, items: list[tuple]) -> list[torch.Tensor]:
         """Several sequences' blocks in one pass: `items` are (keys, values, length, embeds [n, d],
@@ -233,7 +242,6 @@ class FastDrafter:
                if given else None)
         for i, layer in enumerate(self.layers):
             x = F.rms_norm(hidden, (d,), layer.in_norm, self.eps)
-            h, kvh, hd = layer.heads, layer.kv_heads, layer.head_dim
             parts, row, feature_row = [], 0, 0
             for m, n in sizes:                       # each sequence's context rows, then its block rows
                 if m:
@@ -243,16 +251,8 @@ class FastDrafter:
             qkv_all = layer.qkv(torch.cat(parts))
             outs, start = [], 0
             for (keys, values, length, _, _), (m, n) in zip(items, sizes):
-                qkv = qkv_all[start:start + m + n].view(m + n, h + 2 * kvh, hd).transpose(0, 1)
+                outs.append(self._attend(layer, qkv_all[start:start + m + n], keys[i], values[i], length, m))
                 start += m + n
-                end = length + m + n
-                qk = self._rope(F.rms_norm(qkv[:h + kvh], (hd,), None, self.eps) * layer.qk_norm, length)
-                k_buf, v_buf = keys[i], values[i]
-                k_buf[:, length:end] = qk[h:]
-                v_buf[:, length:end] = qkv[h + kvh:]
-                out = F.scaled_dot_product_attention(qk[:h, m:].unsqueeze(0), k_buf[:, :end].unsqueeze(0),
-                                                     v_buf[:, :end].unsqueeze(0), enable_gqa=h != kvh)
-                outs.append(out[0].transpose(0, 1).reshape(n, h * hd))
             hidden = hidden + layer.o(torch.cat(outs))
             x = F.rms_norm(hidden, (d,), layer.post_norm, self.eps)
             gate, up = layer.gate_up(x).split(layer.intermediate, dim=-1)

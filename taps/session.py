@@ -133,36 +133,35 @@ class DecodeSession:
         self.rounds.append(record)
         return record
 
-    def _choose(self, timer: StageTimer):
-        """A round's draft, pool, estimate and selection: (lattice, pool, selected, tree)."""
-        lattice, pool = self._pool(timer)
+    def _choose(self, timer: StageTimer, drafted: tuple | None = None):
+        """A round's draft, pool, estimate and selection: (lattice, pool, selected, tree); `drafted`
+        as `_pool` takes it."""
+        lattice, pool = self._pool(timer, drafted)
         with timer("select"):
             selected, tree = self._select(pool, self.config)
         return lattice, pool, selected, tree
 
-    def _begin_round(self) -> int:
+    def _begin_round(self) -> None:
         """A round's start: refused when the session has finished or the context is full; the
-        selector's context for this round (`self._round`). Returns the tree depth the context allows."""
+        selector's context for this round (`self._round`)."""
         if self.finished:
             raise RuntimeError(f"this session has finished ({self.stop_reason}); reset() to start again")
         start = len(self.tokens) - 1
-        room = self.pair.max_context - start - 1     # tree depth the context still allows
-        if room < 0:
+        if self.pair.max_context - start - 1 < 0:    # no tree depth left in the context
             raise RuntimeError("the sequence has reached the model's context length")
         future = self._oracle_tokens[len(self.generated):] if self._oracle_tokens is not None else None
         self._round = RoundContext(self.estimator, self.profile, future, getattr(self.pair, "path_selector", None),
                                    start)
-        return room
 
     def _pool(self, timer: StageTimer, drafted: tuple | None = None):
         """A round's draft, pool and estimate: (lattice, pool with its reach). `drafted`: this
         round's block already through the drafter (hidden states, logits), as a batch drafts it."""
-        room = self._begin_round()
+        self._begin_round()
         cfg, sel, root = self.config, self.selector, self.tokens[-1]
         lattice = None
         if sel.policy.needs_drafter:
             with timer("draft"):
-                lattice = self._draft(root, min(self.block_size - 1, room), drafted)
+                lattice = self._draft(root, self.draft_depth(), drafted)
         self._stage = "select"
         with timer("pool"):
             pool = sel.pool(root, lattice, cfg, self._round)

@@ -439,12 +439,17 @@ def remember(key: str) -> None:
 
 
 def tree_options() -> None:
-    """The Draft tree tab's colouring and how many pool nodes to draw."""
-    cols = st.columns([3, 1])
+    """The Draft tree tab's colouring, how many pool nodes to draw, and whether the tree is drawn
+    light (static SVG: no chart library in the browser, tooltips, no zoom)."""
+    cols = st.columns([3, 1, 1], vertical_alignment="bottom")
     cols[0].radio("Colour nodes by", list(figures.COLOR_MODES), horizontal=True, format_func=figures.COLOR_MODES.get,
                   key="step_color_by", on_change=remember, args=("step_color_by",))
     cols[1].number_input("Pool nodes drawn at most", min_value=0, max_value=800, step=20, key="step_pool_shown",
                          on_change=remember, args=("step_pool_shown",))
+    cols[2].toggle("Light drawing", key=ui.LIGHT_TREES, on_change=remember, args=(ui.LIGHT_TREES,),
+                   help="The tree as a plain picture: your browser does far less per Step (a class on one "
+                        "laptop shares its cores), hover a node for its tooltip; no zoom or pan. On by default "
+                        "when the app is served to a class.")
 
 
 def note_px() -> int:
@@ -456,6 +461,7 @@ def views(record) -> None:
     tabs = st.tabs(list(lecture.TAB_LABELS), key="step_tab", on_change="rerun")
     remembered("step_color_by", "reach")
     remembered("step_pool_shown", 60)
+    remembered(ui.LIGHT_TREES, ui.light_trees_default())
     ui.keep("step_compare_budget")
     run_config = ctrl.config
     shown_prompt = ctrl.prompt_text
@@ -468,7 +474,8 @@ def views(record) -> None:
                 reserve=note_px())
             ui.round_chart(record, ("tree", color_by, pool_shown, plot, shown_prompt, run_config),
                            lambda: figures.round_tree_figure(record, color_by, pool_shown, plot, shown_prompt,
-                                                             run_config), "step_tree_chart")
+                                                             run_config), "step_tree_chart",
+                           light=plot.width if state[ui.LIGHT_TREES] else 0)
             if below:                       # under the tree: the window is the tree's
                 tree_options()
             if not on_stage:

@@ -248,15 +248,35 @@ def dark_theme() -> bool:
         return False
 
 
-def round_chart(record, view: tuple, build, key: str, **options) -> None:
+def round_chart(record, view: tuple, build, key: str, light: int = 0, **options) -> None:
     """A figure of a round, built once for every page that shows this round at this view (a class
     on one link: `taps.studio.drawn`) and in this page's theme; `view` holds everything the figure
-    depends on besides the round, `build()` makes it."""
+    depends on besides the round, `build()` makes it. With `light` (the figure's width in px), the
+    same figure drawn as static SVG (`taps.studio.figures.light`), also built once: no chart library
+    in the browser, hover text as tooltips, no zoom."""
     from taps.studio.drawn import drawn_figures, figure_key
     from taps.studio.figures.style import apply_theme
 
     dark = dark_theme()
-    _plot(drawn_figures().get(record, figure_key(*view, dark), lambda: apply_theme(build(), dark)), key, options)
+    drawn, fig_key = drawn_figures(), figure_key(*view, dark)
+    fig = drawn.get(record, fig_key, lambda: apply_theme(build(), dark))
+    if light:
+        from taps.studio.figures.light import light_svg
+
+        svg = drawn.get(record, (*fig_key, "light", light), lambda: light_svg(fig, light))
+        app_widgets.picture(key, svg)
+        return
+    _plot(fig, key, options)
+
+
+LIGHT_TREES = "step_light_trees"
+
+
+def light_trees_default() -> bool:
+    """Whether a page draws round trees light (static SVG) until its user chooses: when the app is
+    served to a class, where every student's page would otherwise load and run the chart library
+    (on one laptop, on the server's own cores)."""
+    return class_settings().served
 
 
 def chart(fig, key: str, **options) -> None:

@@ -262,7 +262,28 @@ export default function(component) {
 }
 """
 
+# a figure drawn on the server as SVG markup (`taps.studio.figures.light`), put in as it is: no chart
+# library, and nothing redrawn while the markup is the same
+PICTURE_JS = """
+export default function(component) {
+  const { data, parentElement } = component;
+  let box = parentElement.querySelector('.taps-light-tree');
+  if (!box) {
+    box = document.createElement('div');
+    box.className = 'taps-light-tree';
+    box.setAttribute('data-testid', 'taps-light-tree');
+    parentElement.appendChild(box);
+  }
+  if (box.dataset.version !== data.version) {
+    box.innerHTML = data.svg;
+    box.dataset.version = data.version;
+  }
+}
+"""
+
 _viewport = st.components.v2.component("taps_viewport", js=VIEWPORT_JS)
+# in the page itself (no shadow root): the page's fonts, and its title found as a chart's is
+_picture = st.components.v2.component("taps_picture", js=PICTURE_JS, isolate_styles=False)
 _scroll = st.components.v2.component("taps_scroll_to", js=SCROLL_JS)
 _copy_link = st.components.v2.component("taps_copy_link", css=COPY_LINK_CSS, js=COPY_LINK_JS)
 _lecture = st.components.v2.component("taps_lecture_keys", js=LECTURE_JS)
@@ -317,6 +338,14 @@ def run_text(key: str, prompt: str, spans: list[dict], current: int, on_pick: Ca
             on_pick(int(number))
 
     _run_text(key=key, data={"prompt": prompt, "spans": spans, "current": current}, on_pick_change=picked)
+
+
+def picture(key: str, svg: str) -> None:
+    """SVG markup made on the server (a light tree figure), shown as it is."""
+    import hashlib
+
+    _picture(key=key, data={"svg": svg, "version": hashlib.blake2b(svg.encode(), digest_size=8).hexdigest()},
+             height="content")
 
 
 def copy_link(key: str, label: str = "Copy link") -> None:

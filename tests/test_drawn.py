@@ -5,10 +5,12 @@ shows exactly what it would have built itself (`taps.studio.drawn`)."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import weakref
 from pathlib import Path
 
+import plotly.io
 import pytest
 
 pytest.importorskip("streamlit", reason="the app's packages are not installed (a bare GPU server)")
@@ -91,3 +93,52 @@ def test_one_build_per_key_while_many_threads_ask_and_a_gone_round_is_dropped():
     for n in range(6):                                       # bounded: the oldest go first
         drawn.get(Round(), n, object)
     assert len(drawn._items) == 4
+
+
+# ---------------------------------------------------------------------------- light drawing (a class)
+def light_svg_of(at: AppTest) -> str | None:
+    """The Draft tree tab's light picture (`taps.studio.figures.light`), None when it draws a chart."""
+    found = [c for c in at.get("bidi_component") if c.proto.component_name == "taps_picture"]
+    return json.loads(found[0].proto.json)["svg"] if found else None
+
+
+def svg_text(svg: str) -> str:
+    return re.sub("<[^>]+>", "", svg)
+
+
+def open_class_link(**params) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.secrets["lecturer_password"] = "light-drawing-test"
+    at.run()
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page("app_pages/1_Step_through.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_a_class_page_draws_the_tree_light_once_for_every_page_and_a_student_can_choose_the_chart():
+    from taps.studio.figures.light import light_svg
+
+    drawn = drawn_figures()
+    drawn.clear()
+    link = dict(prompt="def sub(a, b):\n    return", budget="8")
+    pages = [open_class_link(**link) for _ in range(3)]
+    for at in pages:
+        at.button(key="step_btn_step").click().run()
+    svgs = [light_svg_of(at) for at in pages]
+    assert all(svgs) and len(set(svgs)) == 1 and "Round 1 ·" in svg_text(svgs[0])
+    assert not [el for el in pages[0].get("plotly_chart") if el.key == "step_tree_chart"]
+    assert drawn.built == 2                         # the round's figure and its light drawing, for three pages
+    lone = open_link(**link)                         # the same figure a lone user's chart shows, drawn light
+    lone.button(key="step_btn_step").click().run()
+    assert light_svg_of(lone) is None
+    still = [h for h in pages[0].get("html") if "animation: none" in h.proto.body]    # a class's pages hold still
+    assert still and not [h for h in lone.get("html") if "animation: none" in h.proto.body]
+    width = int(re.search(r'viewBox="0 0 (\d+) ', svgs[0]).group(1))
+    assert light_svg(plotly.io.from_json(tree_spec(lone)), width) == svgs[0]
+    pages[1].toggle(key="step_light_trees").set_value(False).run()        # one student's own choice
+    assert light_svg_of(pages[1]) is None and tree_spec(pages[1])
+    pages[2].button(key="step_btn_step").click().run()
+    pages[0].button(key="step_btn_step").click().run()
+    assert "Round 2 ·" in svg_text(light_svg_of(pages[0])) and light_svg_of(pages[2]) == light_svg_of(pages[0])

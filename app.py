@@ -17,6 +17,7 @@ import streamlit as st  # noqa: E402
 from app_pages import warmup  # noqa: E402  (light: draws before the engine is imported)
 
 st.set_page_config(page_title="TAPS Studio", page_icon="🌳", layout="wide")
+warmup.hold_still()           # a class's pages do not animate while they wait (app_pages/warmup.py)
 warmup.wait_for_engine()      # the first pages after a start say what they wait for (app_pages/warmup.py)
 
 from app_pages import common as ui  # noqa: E402

@@ -70,6 +70,13 @@ def test_the_class_server_serves_pages_through_the_proxy_and_stops(tiny_pair_dir
             expect(page.locator('[data-testid="stSidebar"]')).to_contain_text("Lecturer")   # the secret reached it
             test_browser.click_step(page)
             expect(page.locator(".gtitle", has_text="Round 1 ·").first).to_be_visible()
+            # a class's tree is drawn light: SVG with a tooltip per node, no chart library on the page
+            tree = page.locator('[data-testid="taps-light-tree"] svg')
+            expect(tree).to_be_visible()
+            assert tree.locator("title").count() >= 2 and "depth" in tree.locator("title").first.text_content()
+            assert page.locator('[data-testid="stPlotlyChart"]').count() == 0
+            assert page.evaluate("[...document.querySelectorAll('style')].some(s => "
+                                 "s.textContent.includes('animation: none !important'))")      # and holds still
             cookies = [c["value"] for c in context.cookies() if c["name"] == "taps_replica"]
             assert len(cookies) == 1
             routes.add(cookies[0])

@@ -44,18 +44,22 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 SETTINGS = {"estimator": "learned", "budget": "16"}
 
 # on every page: when each round's tree first shows, by the page's clock, and when Step was clicked
+# (a mutation observer: a page that polled would itself load the cores the class shares)
 WATCH = """(() => {
   window.__seen = {}; window.__clicked = [];
   document.addEventListener('click', e => {
     const b = e.target instanceof Element ? e.target.closest('button') : null;
     if (b && b.innerText.trim() === 'Step') window.__clicked.push(Date.now());
   }, true);
-  setInterval(() => {
+  const look = () => {
     for (const t of document.querySelectorAll('.gtitle')) {
       const m = /Round (\\d+) ·/.exec(t.textContent || '');
       if (m && !(m[1] in window.__seen)) window.__seen[m[1]] = Date.now();
     }
-  }, 20);
+  };
+  const start = () => new MutationObserver(look).observe(document.documentElement,
+                                                         {childList: true, subtree: true, characterData: true});
+  if (document.documentElement) start(); else document.addEventListener('DOMContentLoaded', start);
 })();"""
 ARM_CLICK = """at => { setTimeout(() => {
   const b = [...document.querySelectorAll('button')].find(b => b.innerText.trim() === 'Step' && !b.disabled);
@@ -79,14 +83,17 @@ def free_port() -> int:
 
 
 @contextmanager
-def app_server(pair: str, cache: Path, log: Path):
-    """`streamlit run app.py` on a loopback port, with its own cache; yields (url, process)."""
+def app_server(pair: str, cache: Path, log: Path, secrets_file: Path | None = None):
+    """`streamlit run app.py` on a loopback port, with its own cache (and, given `secrets_file`, that
+    file's lecturer password: the app served to a class); yields (url, process)."""
     port = free_port()
     env = dict(os.environ, TAPS_PAIR=pair, TAPS_CACHE=str(cache), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    secrets = ["--secrets.files", str(secrets_file)] if secrets_file is not None else []
     with log.open("w") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-             "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
+             "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
+             *secrets],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
@@ -198,7 +205,9 @@ def served(pair: str, cache: Path, folder: Path, tag: str, replicas: int):
     pids, logs)."""
     if replicas <= 1:
         log = folder / f"server-{tag}.log"
-        with app_server(pair, cache, log) as (url, process):
+        secrets_file = folder / "secrets.toml"      # a class is served with a lecturer password
+        secrets_file.write_text('lecturer_password = "classroom-load"\n')
+        with app_server(pair, cache, log, secrets_file) as (url, process):
             yield url, [process.pid], [log]
     else:
         with class_server(pair, cache, folder, replicas) as found:

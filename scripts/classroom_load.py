@@ -4,9 +4,9 @@
         [--steps 3] [--out results/classroom-load]
 
 For each (pages, mode, pace) it starts `streamlit run app.py` on the shipped pair (or --pair) with
-an empty cache, opens N pages in one Chromium (N contexts, 1280x720) on one shared Step-through link
-(`link`: the merge example, learned estimator, budget 16) or on N different prompts (`prompts`:
-the first N HumanEval prompts), and presses Step --steps times on every page, all at one moment
+an empty cache and a lecturer password (the app served to a class), opens N pages in one Chromium
+(N contexts, 1280x720) on one shared Step-through link (`link`: the merge example, learned
+estimator, budget 16) or on N different prompts (`prompts`: the first N HumanEval prompts), and presses Step --steps times on every page, all at one moment
 (`together`) or each after a random 0-3 s pause (`random`). It reports per-Step latency (from the
 click to the page showing the new round, both read on the page's own clock: median, p95, max),
 pages with an error, rounds whose tokens or tau differ from the same link decoded alone in this

@@ -441,12 +441,12 @@ def remember(key: str) -> None:
 def tree_options() -> None:
     """The Draft tree tab's colouring, how many pool nodes to draw, and whether the tree is drawn
     light (static SVG: no chart library in the browser, tooltips, no zoom)."""
-    cols = st.columns([3, 1, 1], vertical_alignment="bottom")
+    cols = st.columns([3, 1])
     cols[0].radio("Colour nodes by", list(figures.COLOR_MODES), horizontal=True, format_func=figures.COLOR_MODES.get,
                   key="step_color_by", on_change=remember, args=("step_color_by",))
     cols[1].number_input("Pool nodes drawn at most", min_value=0, max_value=800, step=20, key="step_pool_shown",
                          on_change=remember, args=("step_pool_shown",))
-    cols[2].toggle("Light drawing", key=ui.LIGHT_TREES, on_change=remember, args=(ui.LIGHT_TREES,),
+    cols[1].toggle("Light drawing", key=ui.LIGHT_TREES, on_change=remember, args=(ui.LIGHT_TREES,),
                    help="The tree as a plain picture: your browser does far less per Step (a class on one "
                         "laptop shares its cores), hover a node for its tooltip; no zoom or pan. On by default "
                         "when the app is served to a class.")

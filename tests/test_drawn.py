@@ -107,14 +107,8 @@ def svg_text(svg: str) -> str:
 
 
 def open_class_link(**params) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.secrets["lecturer_password"] = "light-drawing-test"
-    at.run()
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.switch_page("app_pages/1_Step_through.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return test_link_pages.open_page("1_Step_through.py", secrets={"lecturer_password": "light-drawing-test"},
+                                     **params)
 
 
 def test_a_class_page_draws_the_tree_light_once_for_every_page_and_a_student_can_choose_the_chart():

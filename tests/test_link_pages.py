@@ -22,8 +22,12 @@ H200 = "roofline-h200-qwen3-8b"
 tiny_pair_env = test_app.tiny_pair_env     # the app on the tiny pair with a fixed profile saved (autouse)
 
 
-def open_page(page: str, **params) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+def open_page(page: str, secrets: dict | None = None, **params) -> AppTest:
+    """`page` opened on a link of `params`, on a server with `secrets` (a lecturer password: a class)."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in (secrets or {}).items():
+        at.secrets[key] = value
+    at.run()
     for key, value in params.items():
         at.query_params[key] = value
     at.switch_page(f"app_pages/{page}").run()

@@ -83,15 +83,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def app_server(pair: str, cache: Path, log: Path, secrets_file: Path | None = None):
-    """`streamlit run app.py` on a loopback port, with its own cache (and, given `secrets_file`, that
-    file's lecturer password: the app served to a class); yields (url, process)."""
+def app_server(pair: str, cache: Path, log: Path, secrets_file: Path | None = None, script: Path | None = None):
+    """`streamlit run app.py` (or `script`) on a loopback port, with its own cache (and, given
+    `secrets_file`, that file's lecturer password: the app served to a class); yields (url, process)."""
     port = free_port()
     env = dict(os.environ, TAPS_PAIR=pair, TAPS_CACHE=str(cache), STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     secrets = ["--secrets.files", str(secrets_file)] if secrets_file is not None else []
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+            [sys.executable, "-m", "streamlit", "run", str(script or ROOT / "app.py"), "--server.headless", "true",
              "--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
              *secrets],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

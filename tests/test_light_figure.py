@@ -104,13 +104,16 @@ def test_coloured_nodes_get_the_colour_bar_and_a_dark_figure_stays_dark(rounds):
 def test_text_is_escaped_and_parts_it_cannot_draw_are_refused():
     fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="markers+text", text=["<b>a</b> &lt;tag&gt;", "x & y"],
                                hovertemplate="%{text}<extra></extra>"))
-    fig.update_layout(height=300, xaxis_range=[-1, 2], yaxis_range=[-1, 2], title_text="t <b>&amp;</b>")
+    fig.update_layout(height=300, xaxis_range=[-1, 2], yaxis_range=[-1, 2], yaxis_visible=False,
+                      title_text="t <b>&amp;</b>")
     root = parsed(light_svg(fig, 400))                      # well-formed XML: nothing unescaped
     assert "<tag>" in "".join(root.itertext()) and "x & y" in "".join(root.itertext())
+    hidden = dict(xaxis_range=[0, 2], yaxis_range=[0, 2], yaxis_visible=False)
     with pytest.raises(LightFigureError):
-        light_svg(go.Figure(go.Bar(x=[1], y=[1])).update_layout(xaxis_range=[0, 1], yaxis_range=[0, 1]), 400)
+        light_svg(go.Figure(go.Bar(x=[1], y=[1])).update_layout(**hidden), 400)
     with pytest.raises(LightFigureError):
-        light_svg(go.Figure(go.Scatter(x=[1], y=[1])), 400)  # ranges left to plotly
+        light_svg(go.Figure(go.Scatter(x=[1], y=[1])).update_layout(yaxis_visible=False), 400)  # ranges left to plotly
     with pytest.raises(LightFigureError):
-        light_svg(go.Figure(go.Scatter(x=[1], y=[1], marker_symbol="hexagram"))
-                  .update_layout(xaxis_range=[0, 2], yaxis_range=[0, 2]), 400)
+        light_svg(go.Figure(go.Scatter(x=[1], y=[1], marker_symbol="hexagram")).update_layout(**hidden), 400)
+    with pytest.raises(LightFigureError):                    # a y axis with ticks (the lattice's ranks)
+        light_svg(go.Figure(go.Scatter(x=[1], y=[1])).update_layout(xaxis_range=[0, 2], yaxis_range=[0, 2]), 400)

@@ -211,6 +211,8 @@ def light_svg(fig, width: int) -> str:
     font = layout.get("font", {})
     ink = font.get("color") or INK
     family = font.get("family") or "sans-serif"
+    if (layout.get("yaxis") or {}).get("visible") is not False:
+        raise LightFigureError("a light figure draws the depth axis only: its y axis must be hidden")
     axes = _Axes(layout, width, height)
     colours = _Colours(layout.get("coloraxis"))
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {_num(height)}" width="100%" '

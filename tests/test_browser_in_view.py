@@ -29,6 +29,11 @@ IN_VIEW = """() => {
 def assert_in_view(page, when: str) -> None:
     idle(page)
     page.wait_for_timeout(300)
+    try:            # a rerun the page starts by itself (the AR baseline catching up) redraws them a moment
+        page.wait_for_function(f"() => {{ const s = ({IN_VIEW})(); return s.step && s.counter && s.tree; }}",
+                               timeout=15_000)
+    except Exception:  # noqa: BLE001 - the assertion below names what is missing
+        pass
     seen = page.evaluate(IN_VIEW)
     width, height = seen["window"]
     for name in ("step", "counter", "tree"):

@@ -243,7 +243,7 @@ def test_the_sweeps_best_budget_table_shows_every_column_at_1280_px(server, brow
     page.goto(f"{server}/Race_and_sweep?{query}")
     shown_once(page, page.get_by_role("button", name="Sweep", exact=True))
     page.get_by_role("button", name="Sweep", exact=True).click()
-    page.get_by_text("Best budget per selector on this device").first.wait_for(timeout=600_000)   # a redraw may show two a moment
+    page.get_by_text("Best budget per selector on this device").first.wait_for(timeout=600_000)
     idle(page)
     table = page.locator('[data-testid="stDataFrame"]').last
     table.scroll_into_view_if_needed()

@@ -65,18 +65,11 @@ def ready() -> bool:
     return _WARMUP.done
 
 
-def served_to_a_class() -> bool:
-    """Whether the server's secrets hold a lecturer password (`taps.studio.lecturer.ClassSettings.served`,
-    read here without importing the engine)."""
-    try:
-        return bool(str(st.secrets.get("lecturer_password") or "").strip())
-    except Exception:  # noqa: BLE001 - no secrets file, or one that does not parse: a lone user's machine
-        return False
-
-
 def hold_still() -> None:
     """On a server serving a class, no animations on the page (STILL_CSS); first thing on every run."""
-    if served_to_a_class():
+    from taps.studio.lecturer import class_settings  # light: no engine
+
+    if class_settings(st.secrets).served:
         st.html(STILL_CSS)
 
 

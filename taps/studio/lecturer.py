@@ -1,4 +1,5 @@
-"""Who may change what every session of a served class sees (no Streamlit here; the frame asks).
+"""Who may change what every session of a served class sees (no Streamlit here; the frame asks; no
+engine either: the frame reads it before the engine is imported).
 
 A lone user on their own machine (no lecturer secret configured) keeps every control. When the app
 is served to a class, the server's `.streamlit/secrets.toml` holds a lecturer password:
@@ -21,9 +22,12 @@ import hmac
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..pair import PairError
 from ..paths import MODELS_DIR
+
+if TYPE_CHECKING:
+    from ..pair import PairError
 
 PASSWORD_KEY = "lecturer_password"
 ROOTS_KEY = "pair_roots"
@@ -112,6 +116,8 @@ def allowed_folder(text: str, roots: tuple[Path, ...]) -> Path | None:
 def not_allowed(text: str) -> PairError:
     """The one message for a pair folder outside the allowed roots, the same whether the path exists
     or not, naming only what was typed."""
+    from ..pair import PairError  # the engine (torch): the app's frame reads the class settings before it
+
     return PairError(f"'{text}' is neither a pair folder this class server offers nor a hub model it can load: "
                      "it reads pairs only from its model folders (the shipped pair's, and the folders configured as "
                      "pair_roots in its secrets) and hub ids it can download (its log says why one failed)")

@@ -65,21 +65,18 @@ def _spans(markup: str) -> list[list[tuple[str, bool]]]:
 
 
 def _text(x: float, y: float, markup: str, size: float, colour: str, anchor: str = "start",
-          baseline: str = "auto", family: str | None = None, weight: str | None = None, css: str = "",
-          line_px: float | None = None, halo: str | None = None) -> str:
+          baseline: str = "auto", family: str | None = None, line_px: float | None = None,
+          halo: str | None = None, cls: str | None = None) -> str:
     """An SVG <text> of plotly markup (bold runs, <br> lines), its first line's baseline at y."""
-    attrs = [f'x="{_num(x)}"', f'y="{_num(y)}"', f'font-size="{_num(size)}"', f'fill="{_esc(colour)}"',
-             f'text-anchor="{anchor}"']
+    attrs = [f'class="{cls}"'] if cls else []
+    attrs += [f'x="{_num(x)}"', f'y="{_num(y)}"', f'font-size="{_num(size)}"', f'fill="{_esc(colour)}"',
+              f'text-anchor="{anchor}"']
     if baseline != "auto":
         attrs.append(f'dominant-baseline="{baseline}"')
     if family:
         attrs.append(f'font-family="{_esc(family)}"')
-    if weight:
-        attrs.append(f'font-weight="{weight}"')
     if halo:           # the labels' halo: the background's colour round every glyph, drawn under it
-        attrs.append(f'stroke="{_esc(halo)}" stroke-width="3" stroke-linejoin="round" style="paint-order:stroke{css}"')
-    elif css:
-        attrs.append(f'style="{css.lstrip(";")}"')
+        attrs.append(f'stroke="{_esc(halo)}" stroke-width="3" stroke-linejoin="round" style="paint-order:stroke"')
     parts = []
     for n, line in enumerate(_spans(markup)):
         runs = "".join(f'<tspan font-weight="bold">{_esc(t)}</tspan>' if b else _esc(t) for t, b in line)
@@ -241,8 +238,7 @@ def _title(layout: dict, ink: str, width: int) -> list[str]:
     colour = (title.get("font") or {}).get("color") or ink
     x = float(title.get("x", 0.01)) * width + 6
     top = float((title.get("pad") or {}).get("t", 10))
-    out = [_text(x, top + size * 0.9, title["text"], size, colour, css="", line_px=size * 1.2)
-           .replace("<text ", f'<text class="{TITLE_CLASS}" ', 1)]
+    out = [_text(x, top + size * 0.9, title["text"], size, colour, line_px=size * 1.2, cls=TITLE_CLASS)]
     subtitle = title.get("subtitle") or {}
     if subtitle.get("text"):
         sub_size = float((subtitle.get("font") or {}).get("size", 15))

@@ -10,7 +10,7 @@ from app_pages import address
 from app_pages import common as ui
 from app_pages import widgets as app_widgets
 from taps.studio import figures
-from taps.studio.challenges import CARDS
+from taps.studio.challenges import CARDS, card_answers
 from taps.studio.link import is_learn_link, learn_link_params, parse_learn_link
 from taps.studio.toy import (
     PRESETS,
@@ -181,7 +181,36 @@ def open_card(params: dict) -> None:
     st.session_state["learn_scroll"] = st.session_state.get("learn_scroll", 0) + 1
 
 
+def card_answer(item, pair) -> None:
+    """The card's answer as the engine gives it on this machine (worked out once per pair, in the
+    background: `taps.studio.challenges.CardAnswers`), or a line while it is being worked out."""
+    if item.page != "Learn" and pair is None:
+        st.markdown("The answer is worked out on the loaded model pair: load one in the sidebar.")
+        return
+    verdict = card_answers().get(item, pair)
+    if verdict is None:
+        st.markdown(":material/hourglass_top: Working this answer out on this machine (the engine runs the "
+                    "card's settings once, in the background; a few seconds)…")
+    elif verdict.answer:
+        st.markdown(verdict.answer)
+        if not verdict.ok:
+            st.caption("On this pair and machine the engine does not bear the card's claim out: "
+                       "float kernels differ between CPUs, and a near-tie here fell the other way.")
+    else:
+        st.markdown("This card cannot be worked out on the loaded pair: " + " ".join(verdict.problems))
+
+
 def challenge_cards() -> None:
+    """The cards; while the engine works their answers out, they redraw every two seconds on their
+    own (a fragment), and the page reruns once when the last answer is in."""
+    pair = ui.loaded_pair()
+    waiting = pair is not None and card_answers().pending(pair) > 0
+    st.fragment(_cards, run_every=2.0 if waiting else None)(pair, waiting)
+
+
+def _cards(pair, waiting: bool) -> None:
+    if waiting and card_answers().pending(pair) == 0:
+        st.rerun()                                  # every answer is in: redraw once, without the timer
     st.markdown("**Guided challenges**: each opens the app with its settings; try it before you peek.")
     for start in range(0, len(CARDS), 2):
         for col, item in zip(st.columns(2), CARDS[start:start + 2]):
@@ -192,7 +221,7 @@ def challenge_cards() -> None:
                     with st.popover("Hint"):
                         st.markdown(item.hint)
                     with st.popover("Answer"):
-                        st.markdown(item.answer)
+                        card_answer(item, pair)
                     label = f"Open in {PAGE_NAMES[item.page]}"
                     if item.page_file == THIS_PAGE:         # a link to the page one is on does not navigate
                         st.button(label, key=f"learn_card_{item.key}", icon=":material/open_in_new:",

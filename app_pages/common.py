@@ -460,6 +460,12 @@ def pair_sidebar() -> None:
         st.caption(f"Loaded: **{pair.name}** on {pair.device}")
 
 
+def loaded_pair() -> ModelPair | None:
+    """The pair the sidebar loaded, or None (no message: the sidebar says why)."""
+    state = st.session_state
+    return _try_load(state.get("pair_source", default_pair_source()), state.get("pair_device", "auto"))[0]
+
+
 def current_pair(stop: bool = True) -> ModelPair | None:
     """The pair the sidebar loaded; without one, a message (and, with `stop`, the page ends there)."""
     state = st.session_state

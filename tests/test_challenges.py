@@ -1,13 +1,16 @@
-"""Guided challenges: every card has an answer on the shipped pair (the engine, or the toy, run at
-the card's link settings through the pages' own link parsers), its answer quotes what the engine
-gives, its link opens a page with those settings, and every number it quotes is on that page, in the
-view and at the budget the card opens (AppTest)."""
+"""Guided challenges: every card's claim holds on the shipped pair on the machine that runs the tests
+(the engine, or the toy, run at the card's link settings through the pages' own link parsers), its
+answer is written from what the engine gives there, its link opens a page with those settings, and
+every number it quotes is on that page, in the view and at the budget the card opens (AppTest). No
+test compares a decoded number with a constant: float kernels differ between CPUs (CI runs these
+tests a second time with PyTorch and oneDNN held to another ISA)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import re
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +19,7 @@ import pytest
 
 from taps import roofline
 from taps.studio import challenges
-from taps.studio.challenges import CARDS, H200_8B, PAGES, REFERENCE, card, check
+from taps.studio.challenges import CARDS, H200_8B, PAGES, REFERENCE, CardAnswers, Verdict, card, check
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,17 +30,34 @@ def shipped(shipped_pair):
     return shipped_pair
 
 
+_VERDICTS: dict[str, Verdict] = {}
+
+
+def facts(key: str, pair) -> dict:
+    """The card's facts on the shipped pair on this machine, worked out once per test process."""
+    if key not in _VERDICTS:
+        _VERDICTS[key] = check(card(key), pair)
+    return _VERDICTS[key].facts
+
+
 @pytest.mark.parametrize("key", [c.key for c in CARDS])
 def test_every_card_has_an_answer_on_the_shipped_pair(shipped, key):
-    verdict = check(card(key), shipped)
+    item = card(key)
+    verdict = _VERDICTS.get(key) or check(item, None if item.page == "Learn" else shipped)
+    _VERDICTS[key] = verdict
     assert verdict.ok, verdict.problems
+    assert verdict.answer == item.answer(verdict.facts) and "{" not in verdict.answer
+    for name in item.quotes:                                 # every quoted fact is written into the answer
+        value = verdict.facts[name]
+        assert isinstance(value, str) or f"{value:.2f}" in verdict.answer or f"{value:.1f}" in verdict.answer \
+            or str(value) in verdict.answer, (name, value, verdict.answer)
 
 
 def test_the_cards():
     assert 5 <= len(CARDS) <= 10 and len({c.key for c in CARDS}) == len(CARDS)
     for item in CARDS:
         assert item.title and item.task and item.hint, item.key
-        assert "{" not in item.answer and set(item.expected) and item.answer != item.answer_template, item.key
+        assert item.quotes and all(name.isidentifier() for name in item.quotes), item.key
         assert item.link.startswith(f"/{item.page}?") and (ROOT / item.page_file).exists(), item.key
     assert set(PAGES) == {c.page for c in CARDS}            # every page a card opens, and no other
     links = " ".join(c.link for c in CARDS)
@@ -59,13 +79,14 @@ def test_toy_cards_answer_without_a_model():
     for key in ("learn-agree", "learn-reject"):
         verdict = check(card(key), None)
         assert verdict.ok, verdict.problems
+        assert verdict.answer == card(key).answer(verdict.facts)
 
 
-def test_a_wrong_answer_or_a_bad_link_is_caught():
+def test_a_false_claim_an_unknown_quote_or_a_bad_link_is_caught():
     item = card("learn-reject")
-    wrong = replace(item, expected={**item.expected, "taps_unreachable": 2})
-    verdict = check(wrong, None)
-    assert not verdict.ok and "taps_unreachable = 2" in verdict.problems[0]
+    unknown = replace(item, answer_template=item.answer_template + " And {taps_regret} more.")
+    verdict = check(unknown, None)
+    assert not verdict.ok and "quotes taps_regret" in verdict.problems[0] and not verdict.answer
     false_claim = replace(item, holds=lambda facts: facts["taps_unreachable"] > facts["ddtree_unreachable"])
     assert "does not hold" in check(false_claim, None).problems[0]
     stale = replace(item, params={**item.params, "reject": "until"})
@@ -143,7 +164,7 @@ def candidates_numbers(fig: dict) -> dict:
             "walk_rank": walked, "miss_rank": ranks[position]}
 
 
-def step_numbers(at, key: str) -> dict:
+def step_numbers(at, key: str, pair) -> dict:
     """The numbers a Step card's answer quotes, read off the page the card opens."""
     if key == "waste-half":                                  # Stage by stage, at Verify
         text = title(at, "step_lesson_chart")
@@ -151,7 +172,7 @@ def step_numbers(at, key: str) -> dict:
                 "waste": number(r"(\d+) sat under a rejected prefix", text)}
     if key == "chain-vs-tree":                              # the Candidates view: its legend, boxes and markers
         found = candidates_numbers(chart(at, "step_candidates_chart"))
-        assert found.pop("first_text") == card(key).expected["first_text"]   # the token in the boxed cell
+        assert found.pop("first_text") == facts(key, pair)["first_text"]      # the token in the boxed cell
         return found
     if key == "deep-narrow":
         text = title(at, "step_lesson_chart")
@@ -160,7 +181,7 @@ def step_numbers(at, key: str) -> dict:
         text = title(at, "step_compare_chart")
         drawn = [str(t) for trace in chart(at, "step_compare_chart")["data"] if "text" in trace.get("mode", "")
                  for t in trace.get("text", [])]                  # labels on the tree, not hover text
-        assert card(key).expected["ddtree_first"] in drawn, drawn
+        assert facts(key, pair)["ddtree_first"] in drawn, drawn
         return {"round": number(r"Round (\d+)", text), "taps_tau": int(metric(at, "τ this round")),
                 "taps_verified": int(metric(at, "Verified this round")), "compare": number(r"top (\d+)", text),
                 "ddtree_accepts": number(r"\(DDTree\) accepts ≥ (\d+)", text),
@@ -177,8 +198,10 @@ def step_numbers(at, key: str) -> dict:
 STEP_CARDS = [c.key for c in CARDS if c.page == "Step_through"]
 
 
-def numbers_of(item) -> dict:
-    return {name: value for name, value in item.expected.items() if isinstance(value, (int, float))}
+def numbers_of(item, pair) -> dict:
+    """The numbers the card's answer quotes, as the engine gives them on this machine."""
+    found = facts(item.key, pair)
+    return {name: found[name] for name in item.quotes if isinstance(found[name], (int, float))}
 
 
 def test_every_card_is_tested_on_the_page_it_opens():
@@ -192,7 +215,7 @@ def test_a_step_cards_answer_is_on_the_page_it_opens(key, shipped, monkeypatch):
     at = open_card(item, monkeypatch)
     ctrl = at.session_state["step_controller"]
     assert ctrl.view == int(item.params["round"])
-    assert step_numbers(at, key) == numbers_of(item)
+    assert step_numbers(at, key, shipped) == numbers_of(item, shipped)
 
 
 def test_the_race_cards_answer_is_on_the_page_it_opens(shipped, monkeypatch):
@@ -201,7 +224,7 @@ def test_the_race_cards_answer_is_on_the_page_it_opens(shipped, monkeypatch):
     item = card("h200-vs-laptop")
     at = open_card(item, monkeypatch)
     notice = " ".join(i.value for i in at.info)
-    expected = item.expected
+    expected = facts(item.key, shipped)
     assert f"verify(64) / verify(1) = {expected['h200_ratio']:.2f} there, {expected['cpu_ratio']:.2f} on the " \
            "reference CPU" in notice
     at.number_input(key="race_max_new").set_value(8).run()       # round 1 is the same in a shorter race
@@ -237,7 +260,7 @@ def test_the_batch_cards_answer_is_on_the_page_it_opens(shipped, monkeypatch):
         table = at.table[0].value
         return {method: dict(zip(table.columns, row)) for method, row in zip(table.index, table.values)}
 
-    rows, expected = finish_table(), item.expected
+    rows, expected = finish_table(), facts(item.key, shipped)
     plan = rows["TAPS (batch-aware)"]
     shown = {"dflash_speedup": rows["DFlash"]["speed-up"], "ddtree_speedup": rows["DDTree"]["speed-up"],
              "taps_speedup": rows["TAPS"]["speed-up"], "plan_speedup": plan["speed-up"],
@@ -253,14 +276,54 @@ def test_the_batch_cards_answer_is_on_the_page_it_opens(shipped, monkeypatch):
 
 def test_the_learn_cards_answers_are_on_the_page_they_open(monkeypatch):
     agree = open_card(card("learn-agree"), monkeypatch)
-    expected = card("learn-agree").expected
+    expected = facts("learn-agree", None)
     assert (metric(agree, "Expected tokens/round, DDTree"), metric(agree, "Expected tokens/round, TAPS")) == (
         f"{expected['ddtree_expected']:.2f}", f"{expected['taps_expected']:.2f}")
     agree.slider(key="learn_factor").set_value(1.0).run()                # the one move the card asks for
     assert metric(agree, "Expected tokens/round, DDTree") == metric(agree, "Expected tokens/round, TAPS") == \
         f"{expected['taps_expected_at_1']:.2f}"
     reject = open_card(card("learn-reject"), monkeypatch)
-    expected = card("learn-reject").expected
+    expected = facts("learn-reject", None)
     assert (int(metric(reject, "DDTree nodes made unreachable")), int(metric(reject, "TAPS nodes made unreachable"))) \
         == (expected["ddtree_unreachable"], expected["taps_unreachable"])
     assert reject.slider(key="learn_budget").value == 8
+
+
+def test_card_answers_are_worked_out_once_in_the_background(shipped):
+    """The Learn page's answers: the toy's at once, the engine's as background jobs of the decode
+    service (None until done), then kept: the same answer `check` writes on this machine."""
+    from taps.studio.serve import DecodeService
+
+    answers = CardAnswers(DecodeService(workers=1))
+    toy_card, engine_card = card("learn-reject"), card("waste-half")
+    assert answers.get(toy_card, shipped).answer == check(toy_card, None).answer
+    first = answers.get(engine_card, shipped)
+    deadline = time.monotonic() + 120
+    while first is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        first = answers.get(engine_card, shipped)
+    assert first is not None and first.ok and first.answer == check(engine_card, shipped).answer
+    assert answers.get(engine_card, shipped) is first                    # kept: not worked out again
+
+
+def test_the_learn_page_writes_each_answer_from_this_machine(shipped, monkeypatch):
+    """Every card's Answer popover on the Learn page holds the answer written from what the engine
+    gives here; while the engine works, a line says so."""
+    from taps.studio.challenges import card_answers
+
+    pytest.importorskip("streamlit", reason="the app's packages are not installed (a bare GPU server)")
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("TAPS_PAIR", "")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    at.switch_page("app_pages/4_Learn.py").run()
+    assert not at.exception
+    deadline = time.monotonic() + 240
+    while card_answers().pending(shipped) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    at.run()
+    shown = " ".join(m.value for m in at.markdown)
+    for item in CARDS:
+        verdict = check(item, None if item.page == "Learn" else shipped)
+        assert verdict.answer in shown, item.key
+    assert "Working this answer out" not in shown

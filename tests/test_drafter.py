@@ -66,7 +66,7 @@ def test_public_config_fields(tmp_path, tiny_pair):
 def test_fused_inference_drafter_equals_the_module(tiny_pair):
     """FastDrafter (fused weights, in-place context buffers) computes what DFlashDrafter computes:
     the context arriving in pieces, a block after it, in float64 (the module's RMSNorm rounds
-    through float32, hence the tolerance)."""
+    through float32, and float kernels differ between CPUs: hence the tolerance)."""
     from taps.fast_drafter import DraftContext, FastDrafter
 
     pair = tiny_pair
@@ -85,7 +85,7 @@ def test_fused_inference_drafter_equals_the_module(tiny_pair):
     context.add(feats[0, 17:])
     got = context.draft(7, 5, pair.embed)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(context.logits(got), pair.lm_head(expected).float(), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(context.logits(got), pair.lm_head(expected).float(), rtol=1e-5, atol=1e-5)
 
 
 def test_int8_drafter_is_close_and_refused_where_it_cannot_run(tiny_pair, tiny_pair_f32):

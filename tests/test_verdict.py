@@ -48,22 +48,47 @@ NEW = 32
 BUDGET = 8
 
 
-@pytest.fixture(scope="module")
-def tie_pair_dir(tmp_path_factory):
-    folder = build_tiny_pair(tmp_path_factory.mktemp("tie") / "tiny")
+# How close B's row is built to A's, tried in order until a bfloat16 decode flips at the built tie:
+# where it flips depends on the CPU's bfloat16 kernels (AVX-512 flips at 0.01 on these prompts,
+# PyTorch's default kernels at 0.001), not on the engine.
+SCALES = (0.01, 0.001, 0.003, 0.0003)
+
+
+def _tie_dir(root, scale: float):
+    folder = build_tiny_pair(root / f"tiny-{scale}")
     model = Qwen3ForCausalLM.from_pretrained(folder / "target")
     gen = torch.Generator().manual_seed(B)
     with torch.no_grad():
         rows = model.get_input_embeddings().weight               # tied: the lm_head's rows too
-        rows[B] = rows[A] + 0.01 * rows[A].abs().mean() * torch.randn(rows.shape[1], generator=gen)
+        rows[B] = rows[A] + scale * rows[A].abs().mean() * torch.randn(rows.shape[1], generator=gen)
     assert model.get_output_embeddings().weight.data_ptr() == rows.data_ptr()
     model.save_pretrained(folder / "target")
     return folder
 
 
 @pytest.fixture(scope="module")
-def tie_pair(tie_pair_dir):
-    return load_pair(tie_pair_dir, device=TEST_DEVICE, dtype="bfloat16")
+def tied(tmp_path_factory):
+    """(pair, decodes, folder): the first scale of SCALES at which some prompt's bfloat16 DDTree decode
+    leaves AR's tokens at the built tie (tokens A and B)."""
+    root = tmp_path_factory.mktemp("tie")
+    for scale in SCALES:
+        folder = _tie_dir(root, scale)
+        pair = load_pair(folder, device=TEST_DEVICE, dtype="bfloat16")
+        runs = [(p, _decode(pair, p, DDTREE.name), _decode(pair, p, AR.name)) for p in PROMPTS]
+        if any({run.generated[i], ar.generated[i]} == {A, B} for _, run, ar in runs
+               if (i := first_difference(run.generated, ar.generated)) is not None and i < len(ar.generated)):
+            return pair, runs, folder
+    pytest.skip(f"no bfloat16 decode flipped at the built tie on this CPU at any scale of {SCALES}")
+
+
+@pytest.fixture(scope="module")
+def tie_pair(tied):
+    return tied[0]
+
+
+@pytest.fixture(scope="module")
+def tie_pair_dir(tied):
+    return tied[2]
 
 
 def _config(selector: str, temperature: float = 0.0) -> DecodeConfig:
@@ -77,9 +102,9 @@ def _decode(pair, prompt: str, selector: str, temperature: float = 0.0) -> Decod
 
 
 @pytest.fixture(scope="module")
-def decodes(tie_pair):
+def decodes(tied):
     """(prompt, DDTree session, AR session) for every prompt, bfloat16, greedy."""
-    return [(p, _decode(tie_pair, p, DDTREE.name), _decode(tie_pair, p, AR.name)) for p in PROMPTS]
+    return tied[1]
 
 
 def _verdict(pair, run: DecodeSession, ar: DecodeSession) -> Verdict:

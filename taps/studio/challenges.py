@@ -2,18 +2,25 @@
 answer and a link (a URL path and query string in the app's shared link format) that opens the page
 with the card's settings. Plain Python (no streamlit): the Learn page draws the cards.
 
-Each card's answer is written on the shipped pair (taps-code-10m) with the shipped reference CPU
-profile, and quotes numbers: `expected` holds them and the answer is a template over them. Every
-number an answer quotes is on the page its card opens, in the view and at the budget it opens (a
-counter, a figure's narration or curve, a lane, the profile's notice). `check(card, pair)` runs the
-engine (or the toy) at the card's link settings, through the same parser the pages read links with
-(`taps.studio.link`), and says whether the claim holds and the quoted numbers are still what the
-engine gives; tests/test_challenges.py runs it for every card, and reads each answer's numbers off
-the page the card opens.
+A card's answer is a template over facts that the engine gives *on the machine at hand*: float
+kernels differ between CPUs (AVX-512, AVX2, ARM), near-ties in the drafter's ranking fall the other
+way and a tree, a tau or a speed-up moves, so no answer pins a number measured on one CPU.
+`check(card, pair)` runs the engine (or the toy) at the card's link settings, through the same
+parser the pages read links with (`taps.studio.link`), and says whether the card's claim (`holds`)
+is true there and writes the answer from what it found; `CardAnswers` does that once per pair and
+card (each card names its own profile), as background jobs of the decode service, for the Learn
+page. Every number an answer quotes is on the page its card opens, in the view and at the budget it
+opens (a counter, a figure's narration or curve, a lane, the profile's notice):
+tests/test_challenges.py checks each claim and reads each answer's numbers off that page, on
+whatever CPU runs it.
 """
 
 from __future__ import annotations
 
+import logging
+import string
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -55,16 +62,21 @@ class Challenge:
     title: str
     task: str
     hint: str
-    answer_template: str             # str.format over `expected`
+    answer_template: str             # str.format over the facts (`quotes` names them)
     page: str                        # a key of PAGES
     params: dict[str, str]           # the link's query parameters
-    expected: dict                   # the numbers (and tokens) the answer quotes, on the shipped pair
     facts: Callable[..., dict] = field(repr=False, default=None)    # (card, pair) -> what the engine gives
     holds: Callable[[dict], bool] = field(repr=False, default=None)  # the claim itself, on those facts
 
     @property
-    def answer(self) -> str:
-        return self.answer_template.format(**self.expected)
+    def quotes(self) -> tuple[str, ...]:
+        """The facts the answer quotes (its template's fields), in order of first use."""
+        names = [name for _, name, _, _ in string.Formatter().parse(self.answer_template) if name]
+        return tuple(dict.fromkeys(names))
+
+    def answer(self, facts: dict) -> str:
+        """The answer written from `facts` (what `check` found on this machine)."""
+        return self.answer_template.format(**facts)
 
     @property
     def link(self) -> str:
@@ -82,20 +94,93 @@ class Verdict:
     ok: bool
     facts: dict
     problems: list[str]
+    answer: str = ""                 # the card's answer written from `facts` ("" when it cannot be)
+    seconds: float = 0.0             # how long working it out took
 
 
 def check(card: Challenge, pair) -> Verdict:
-    """Run the card's claim on `pair`: it holds, and every number the answer quotes is what the
-    engine gives now (a problem per difference)."""
+    """Run the card's claim on `pair` on this machine: the facts its answer quotes (all of them
+    there), whether the claim holds on them, and the answer written from them."""
+    began = time.perf_counter()
     try:
         facts = card.facts(card, pair)
     except ValueError as exc:
-        return Verdict(False, {}, [f"{card.key}: {exc}"])
-    problems = [f"{card.key}: the answer says {name} = {value!r}, the engine gives {facts.get(name)!r}"
-                for name, value in card.expected.items() if facts.get(name) != value]
-    if not card.holds(facts):
-        problems.insert(0, f"{card.key}: the claim does not hold on {getattr(pair, 'name', 'the toy')}: {facts}")
-    return Verdict(not problems, facts, problems)
+        return Verdict(False, {}, [f"{card.key}: {exc}"], seconds=time.perf_counter() - began)
+    missing = [name for name in card.quotes if name not in facts]
+    if missing:
+        return Verdict(False, facts, [f"{card.key}: the answer quotes {', '.join(missing)}, which the engine's facts "
+                                      "do not give"], seconds=time.perf_counter() - began)
+    problems = [] if card.holds(facts) else [
+        f"{card.key}: the claim does not hold on {getattr(pair, 'name', 'the toy')} on this machine: {facts}"]
+    return Verdict(not problems, facts, problems, card.answer(facts), time.perf_counter() - began)
+
+
+log = logging.getLogger("taps.challenges")
+
+
+class CardAnswers:
+    """Each card's `check` on a pair, worked out once per pair and card (a card names its own
+    profile) and kept: the model-free cards at once, the engine's as background jobs of the decode
+    service (`taps.studio.serve`), so a class's clicks go first. `get` never waits: None while a
+    card's job is queued or running."""
+
+    def __init__(self, service=None):
+        self._service = service
+        self._lock = threading.Lock()
+        self._jobs: dict[tuple[int, str], object] = {}      # (id(pair), card key) -> Job or Verdict
+        self._pairs: dict[int, object] = {}                  # id -> pair, so an id is never reused while kept
+
+    def _submit(self, item: Challenge, pair):
+        if self._service is None:
+            from .serve import decode_service
+
+            self._service = decode_service()
+
+        def work() -> Verdict:
+            verdict = check(item, pair)
+            log.info("card %s on %s: %s in %.1f s", item.key, getattr(pair, "name", "the toy"),
+                     "holds" if verdict.ok else "; ".join(verdict.problems), verdict.seconds)
+            return verdict
+
+        return self._service.submit(work, background=True)
+
+    def get(self, item: Challenge, pair) -> Verdict | None:
+        """The card's verdict on `pair` (None for a model-free card), starting its job on first ask."""
+        model_free = item.page == "Learn"
+        key = (0 if model_free else id(pair), item.key)
+        with self._lock:
+            found = self._jobs.get(key)
+            if found is None:
+                found = check(item, None) if model_free else self._submit(item, pair)
+                self._jobs[key] = found
+                if not model_free:
+                    self._pairs[id(pair)] = pair
+        if isinstance(found, Verdict):
+            return found
+        if not found.done.is_set():
+            return None
+        verdict = found.result if found.error is None else Verdict(      # a card that cannot be worked out says why
+            False, {}, [f"{item.key}: {type(found.error).__name__}: {found.error}"])
+        with self._lock:
+            self._jobs[key] = verdict
+        return verdict
+
+    def pending(self, pair) -> int:
+        """How many of the engine's cards on `pair` are still being worked out."""
+        return sum(1 for item in CARDS if item.page != "Learn" and self.get(item, pair) is None)
+
+
+_answers: CardAnswers | None = None
+_answers_lock = threading.Lock()
+
+
+def card_answers() -> CardAnswers:
+    """The process's one CardAnswers (every page and session reads the same)."""
+    global _answers
+    with _answers_lock:
+        if _answers is None:
+            _answers = CardAnswers()
+        return _answers
 
 
 # ---------------------------------------------------------------------------- facts from the engine
@@ -144,8 +229,9 @@ def round_facts(card: Challenge, pair, **changes) -> dict:
             while record.pool_depths[top] > 1:
                 top = record.pool_parents[top]
             owners[visible_text(record.pool_texts[top])] = owners.get(visible_text(record.pool_texts[top]), 0) + 1
+    under = max(owners, key=owners.get) if owners else ""
     return {"tau": record.tau, "verified": record.verified_nodes, "waste": record.waste_nodes,
-            "budget": config.budget, "waste_under": max(owners, key=owners.get) if owners else "",
+            "budget": config.budget, "waste_under": under, "waste_under_count": owners.get(under, 0),
             "accepted_text": visible_text("".join(record.pool_texts[v] for v in record.accepted))}
 
 
@@ -299,12 +385,12 @@ CARDS = [
         "Waste needs a drafter that hedges near the root: open Stage by stage at Verify and look for a rejected "
         "node at depth 1 with a deep subtree under it. A small budget makes the share easy to read.",
         "*Python: merge two sorted lists*, budget {budget}, round 2: DDTree verifies {verified} nodes and {waste} "
-        "of them are waste, all under the rejected ‘{waste_under}’. The drafter hedges between ‘]’ and ‘])’, and "
-        "the marginal product keeps ranking the likely-looking tokens under ‘]’ high, though none of them can be "
-        "accepted once ‘]’ is rejected.",
+        "of them are waste, most of them under the rejected ‘{waste_under}’. The drafter hedges near the "
+        "root, and the marginal product keeps ranking the likely-looking tokens under ‘{waste_under}’ high, though "
+        "none of them can be accepted once ‘{waste_under}’ is rejected.",
         "Step_through", _step("merge", 2, "verify", selector=DDTREE.name, budget=16),
-        {"budget": 16, "verified": 16, "waste": 12, "waste_under": "]"},
-        facts=round_facts, holds=lambda f: 2 * f["waste"] >= f["verified"] > 0),
+        facts=round_facts,
+        holds=lambda f: 2 * f["waste"] >= f["verified"] > 0 and 2 * f["waste_under_count"] >= f["waste"]),
     Challenge(
         "taps-below-ddtree", "Find a round where TAPS accepts fewer tokens than DDTree",
         "At the default settings (TAPS, online estimator, cost mode, budget 32), find a round of *Python: "
@@ -313,17 +399,16 @@ CARDS = [
         "TAPS's cost mode grows small trees on this CPU. Step through the first rounds and, at each, open "
         "*Marginal vs path* at DDTree's budget, 32: the same pool ranked both ways, and what each would have "
         "accepted.",
-        "Round {round}: TAPS verifies {taps_verified} nodes and accepts none of them (τ {taps_tau}). *Marginal vs "
+        "Round {round}: TAPS verifies {taps_verified} nodes and commits τ {taps_tau}. *Marginal vs "
         "path* at {compare} nodes, DDTree's budget, ranks the same pool both ways: each ranking's tree now holds "
         "the target's ‘{ddtree_first}’, which TAPS's {taps_verified} left out (DDTree's ranking accepts ≥ "
         "{ddtree_accepts}, TAPS's ≥ {reach_accepts}). So DDTree, verifying {compare}, commits more from here. What "
         "TAPS lost was size, not ranking: a tree sized for this CPU's costs gives up the drafter's less likely "
         "guesses, and here one of them was the target's.",
         "Step_through", _taps_step("search", 10, "compare", compare=32),
-        {"round": 10, "taps_tau": 1, "taps_verified": 16, "compare": 32, "ddtree_first": "doc",
-         "ddtree_accepts": 1, "reach_accepts": 1},
         facts=versus_facts,
-        holds=lambda f: f["taps_tau"] < f["ddtree_tau"] and f["ddtree_accepts"] >= 1 and f["taps_missed_it"]),
+        holds=lambda f: f["taps_tau"] < f["ddtree_tau"] and min(f["ddtree_accepts"], f["reach_accepts"]) >= 1
+        and f["taps_missed_it"]),
     Challenge(
         "chain-vs-tree", "A chain with a path selector against a tree, at the same verify cost",
         "Open *Python: Fibonacci* at budget 16, round 7, in the *Candidates* view. DFlash2 verifies one chain "
@@ -332,16 +417,14 @@ CARDS = [
         "Follow the boxed target's tokens from the left: at each position, did each selector put a node on the "
         "boxed cell? A chain has one cell per position; a tree can hold several.",
         "Round {round}: the target's first token ‘{first_text}’ is the drafter's rank {first_rank}, so DFlash's "
-        "argmax chain fails at once (τ {dflash_tau}). DFlash2's walk takes it and the next (τ {dflash2_tau}, "
+        "argmax chain fails at once (τ {dflash_tau}). DFlash2's walk takes it and goes on (τ {dflash2_tau}, "
         "{dflash2_verified} verified), then at position {miss_position} walks to rank {walk_rank} where the "
-        "target's token is rank {miss_rank}. DDTree's tree ({ddtree_verified} verified) holds both there: τ "
+        "target's token is rank {miss_rank}. DDTree's tree ({ddtree_verified} verified) goes further: τ "
         "{ddtree_tau}. At the same cost a tree spends nodes on the alternatives a walk must choose among; a chain "
         "spends them deep, and past its first miss they are waste.",
         "Step_through", _taps_step("fib", 7, "candidates", budget=16),
-        {"round": 7, "first_text": "get", "first_rank": 2, "dflash_tau": 1, "dflash2_tau": 3, "dflash2_verified": 15,
-         "miss_position": 3, "walk_rank": 2, "miss_rank": 1, "ddtree_tau": 4, "ddtree_verified": 16},
         facts=candidates_facts,
-        holds=lambda f: f["dflash_tau"] < f["dflash2_tau"] < f["ddtree_tau"]
+        holds=lambda f: f["dflash_tau"] == 1 < f["first_rank"] and f["dflash_tau"] < f["dflash2_tau"] < f["ddtree_tau"]
         and abs(f["dflash2_verified"] - f["ddtree_verified"]) <= 1 and f["walk_rank"] != f["miss_rank"]),
     Challenge(
         "deep-narrow", "Find a deep, narrow round",
@@ -349,11 +432,9 @@ CARDS = [
         "Look where what follows is predictable once it starts: the next method of a class is a good place. "
         "The counters show τ and the nodes verified of the round on screen.",
         "*Python: a Point class*, round 5: at the start of the next method TAPS verifies {verified} nodes and "
-        "commits τ {tau} tokens: the accepted ‘{accepted_text}’ (a whole line and the next one's start) and "
-        "the bonus token. Reach falls slowly along a confident path, so TAPS spends its nodes deep instead of "
-        "wide.",
+        "commits τ {tau} tokens: the accepted ‘{accepted_text}’ and the bonus token. Reach falls slowly along a "
+        "confident path, so TAPS spends its nodes deep instead of wide.",
         "Step_through", _taps_step("point", 5, "verify"),
-        {"tau": 11, "verified": 16, "accepted_text": "␣def␣__eq__(self,␣other):⏎␣␣␣␣␣␣␣␣return"},
         facts=round_facts, holds=lambda f: f["tau"] >= 10 and f["verified"] <= 16),
     Challenge(
         "cost-vs-reach", "Why verify so few nodes when the budget is 64?",
@@ -368,7 +449,6 @@ CARDS = [
         "So round 1 verifies {cost_nodes} nodes and commits τ {cost_tau}; reach mode would verify all {budget}, "
         "for a few more tokens at a slower round.",
         "Step_through", _taps_step("point", 1, "select", budget=64),
-        {"cost_nodes": 18, "cost_tau": 5, "budget": 64, "cost_rate": 235, "budget_rate": 205},
         facts=size_facts,
         holds=lambda f: f["peak"] == f["cost_nodes"] < f["budget"] and f["cost_rate"] > f["budget_rate"]),
     Challenge(
@@ -385,7 +465,6 @@ CARDS = [
         "reference CPU (*Back to the reference CPU*): with a parallel drafter the bottleneck is verification, and "
         "where verification is flat a wide tree is nearly free.",
         "Race_and_sweep", _race("point", 64, H200_8B),
-        {"cpu_ratio": 1.8, "h200_ratio": 1.0, "cpu_nodes": 18, "cpu_tau": 5, "h200_nodes": 64, "h200_tau": 7},
         facts=hardware_facts,
         holds=lambda f: f["h200_ratio"] < 1.2 and f["cpu_ratio"] > 1.5 and f["h200_nodes"] > f["cpu_nodes"]),
     Challenge(
@@ -398,15 +477,13 @@ CARDS = [
         "requests.",
         "With {batch} requests the forward is no longer nearly free on this CPU, and every request's round keeps "
         "costs of its own (the drafter pass is shared, the rest is not), while AR's step for eight requests costs "
-        "far less than eight of its own: DFlash falls below AR ({dflash_speedup:.2f}×), DDTree and TAPS barely beat "
+        "far less than eight of its own: DFlash falls below AR ({dflash_speedup:.2f}×), DDTree and TAPS stay near "
         "it ({ddtree_speedup:.2f}× and {taps_speedup:.2f}×; TAPS τ {taps_tau:.2f} from {taps_nodes:.1f} nodes per "
         "round). Batch-aware TAPS gives the whole forward one tree width, sized from the verify cost at a batch: "
         "{plan_nodes:.1f} nodes per round, τ {plan_tau:.2f}, and {plan_speedup:.2f}× AR: fewer tokens per round, "
         "in rounds cheap enough to pay more. The batch sweep shows its trees growing back as the batch shrinks: "
         "{plan_nodes_alone:.1f} nodes per round for one request.",
         "Race_and_sweep", _race("fib", 16, REFERENCE, batch=8, estimator="learned"),
-        {"batch": 8, "dflash_speedup": 0.82, "ddtree_speedup": 1.01, "taps_speedup": 1.02, "plan_speedup": 1.18,
-         "taps_nodes": 15.0, "plan_nodes": 6.4, "taps_tau": 3.56, "plan_tau": 3.2, "plan_nodes_alone": 12.8},
         facts=batch_facts,
         holds=lambda f: f["plan_speedup"] > max(f["taps_speedup"], f["ddtree_speedup"], f["dflash_speedup"])
         and f["plan_nodes"] < min(f["taps_nodes"], f["plan_nodes_alone"]) and f["dflash_speedup"] < 1.0),
@@ -419,7 +496,6 @@ CARDS = [
         "and both rankings expect {taps_expected_at_1} tokens per round (at 0.2: DDTree {ddtree_expected}, TAPS "
         "{taps_expected}).",
         "Learn", _learn(0.2, 8),
-        {"ddtree_expected": 3.27, "taps_expected": 3.87, "taps_expected_at_1": 4.27},
         facts=toy_facts,
         holds=lambda f: f["ddtree_expected"] < f["taps_expected"] and f["ddtree_expected_at_1"] == f[
             "taps_expected_at_1"]),
@@ -433,7 +509,6 @@ CARDS = [
         "believes the marginals under ‘while’, while reach knows they overstate acceptance there (off-mode "
         "factor 0.2).",
         "Learn", _learn(0.2, 8, "while"),
-        {"ddtree_unreachable": 3, "taps_unreachable": 1},
         facts=toy_facts, holds=lambda f: f["taps_unreachable"] < f["ddtree_unreachable"]),
 ]
 

@@ -12,6 +12,7 @@ import streamlit as st
 
 from app_pages import address
 from app_pages import widgets as app_widgets
+from app_pages.machine_box import about_this_machine, portable_paths
 from taps import ModelPair, roofline
 from taps.config import DecodeConfig, check_value, field_spec
 from taps.flags import range_text
@@ -399,9 +400,10 @@ def lecturer_only(what: str) -> None:
 
 # ---------------------------------------------------------------------------- the model pair
 @st.cache_resource(show_spinner="Loading the model pair (once per process)…", max_entries=3)
-def cached_pair(source: str, device: str, roots: tuple[str, ...] | None = None) -> ModelPair:
+def cached_pair(source: str, device: str, roots: tuple[str, ...] | None = None, portable: tuple[str, ...] = ()
+                ) -> ModelPair:
     """The model pair, loaded once per process for every browser session (on a class server only
-    from its allowed folders, `roots`)."""
+    from its allowed folders, `roots`), for the portable paths in force (`portable`: `taps.machine`)."""
     from pathlib import Path
 
     return load_pair_from_source(source, device, None if roots is None else tuple(Path(r) for r in roots))
@@ -411,7 +413,7 @@ def _try_load(source: str, device: str) -> tuple[ModelPair | None, str | None]:
     settings = class_settings()
     roots = tuple(str(r) for r in settings.roots) if settings.served else None
     try:
-        return cached_pair(source, device, roots), None
+        return cached_pair(source, device, roots, portable_paths()), None
     except Exception as exc:  # noqa: BLE001 - any load failure becomes a message, the page stays up
         where = (f"'{source.strip()}'" if source.strip() else "the shipped pair") if settings.served else \
             describe_source(source)
@@ -841,6 +843,7 @@ def frame(pages: list) -> st.navigation:
         pair_sidebar()
         pair, _ = _try_load(state["pair_source"], state["pair_device"])
         profile_sidebar(pair)
+        about_this_machine(pair)
         app_widgets.viewport()
     if page.title in PROFILE_PAGES:          # a link's profile set earlier in this session: said on top, in a
         with st.container():                 # place there on every run, so the page's own places never move

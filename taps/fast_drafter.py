@@ -62,7 +62,8 @@ def _projection(weight: torch.Tensor, bias: torch.Tensor | None, precision: str)
             warnings.simplefilter("ignore")          # the quantized-tensor API warns of its future
             packed = quantize_dynamic(nn.Sequential(linear.eval()), {nn.Linear}, dtype=torch.qint8)[0]._packed_params
         packed = packed._packed_params               # int8 weights per output channel, prepacked
-        return lambda x: torch.ops.quantized.linear_dynamic(x, packed, True)
+        reduce_range = torch.backends.quantized.engine != "qnnpack"     # qnnpack (ARM) has no reduced range
+        return lambda x: torch.ops.quantized.linear_dynamic(x, packed, reduce_range)
     if precision == "bfloat16":
         weight = weight.to(torch.bfloat16)
         bias = None if bias is None else bias.to(torch.bfloat16)

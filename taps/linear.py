@@ -34,10 +34,11 @@ PACK_LIMIT_BYTES = 1 << 30  # the packed copy doubles the weights' memory: model
 
 
 def available() -> bool:
-    """Whether this PyTorch build has oneDNN's prepacked linear operators."""
-    ops = getattr(torch.ops, "mkldnn", None)
-    return (torch.backends.mkldnn.is_available() and ops is not None
-            and hasattr(ops, "_reorder_linear_weight") and hasattr(ops, "_linear_pointwise"))
+    """Whether this PyTorch build has oneDNN's prepacked linear operators (and TAPS_ONEDNN=0 does
+    not turn them off: `taps.machine`)."""
+    from .machine import onednn_linear
+
+    return onednn_linear()[0]
 
 
 def packed_product(weight: torch.Tensor, bias: torch.Tensor | None = None):

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+from . import machine
 from .calibrate import Calibration
 from .dflash2 import load_drafter
 from .drafter import DFlashDrafter, resolve_folder
@@ -362,7 +363,8 @@ def _target_parts(parts: dict, dev: torch.device, dtype: torch.dtype, folders: d
             raise ValueError(target_shape_mismatch(target_folder) or str(exc)) from exc
         model.to(dev).eval()
         if dev.type == "cpu" and dtype == torch.float32 and os.environ.get("TAPS_TARGET_GEMM", "onednn") != "default":
-            pack_linears(model)      # oneDNN for products of several rows (taps.linear); same weights
+            if not pack_linears(model):  # oneDNN for products of several rows (taps.linear); same weights
+                machine.announce(("onednn",))     # ... or PyTorch's default kernels, said once
         stops = generation_stops(target_folder)
     source = parts.get("tokenizer", target_folder)
     with _loading("the tokenizer", source, "the target folder needs its tokenizer files (tokenizer.json, "
@@ -441,8 +443,9 @@ def load_pair(pair: str | Path | None = None, *, target: str | None = None, draf
     drafter given here drops the pair folder's path selector, which was trained for its own drafter,
     unless a `selector` is given too).
     `drafter_precision`: "same" (the pair's dtype), "int8" (dynamic quantization, CPU float32),
-    "bfloat16", or "auto" (int8 for a float32 pair on the CPU, where it drafts 2-3x faster with the
-    same acceptance; "same" elsewhere), for the drafter's inference only; the target always runs as
+    "bfloat16", or "auto" (int8 for a float32 pair on a CPU with a quantized engine, where it drafts
+    faster with the same acceptance; "same" elsewhere, said once: `taps.machine`), for the drafter's
+    inference only; the target always runs as
     loaded, in its own precision (a float32 target on the CPU multiplies several rows with oneDNN's
     prepacked GEMM, `taps.linear`; TAPS_TARGET_GEMM=default keeps PyTorch's default kernels).
     Every failure is a PairError that says what to do; running out of memory frees what was loaded
@@ -473,8 +476,14 @@ def load_pair(pair: str | Path | None = None, *, target: str | None = None, draf
     dtype = _resolve_dtype(dtype, dev)
     if drafter_precision == "auto":
         drafter_precision = "int8" if dev.type == "cpu" and dtype == torch.float32 else "same"
+        if drafter_precision == "int8" and not machine.int8_drafting()[0]:
+            drafter_precision = "same"           # no quantized engine here: float32 drafting, said once
+            machine.announce(("int8",))
     if drafter_precision == "int8" and (dev.type != "cpu" or dtype != torch.float32):
         raise PairError("drafter precision int8 needs a float32 pair on the CPU; use 'same' or 'bfloat16'")
+    if drafter_precision == "int8" and not machine.int8_drafting()[0]:
+        raise PairError(f"drafter precision int8 is unavailable here ({machine.int8_drafting()[1]}); "
+                        "use 'auto', 'same' or 'bfloat16'")
     name = parts.get("name") or Path(parts["target"]).name
     try:
         return _load_parts(parts, name, dev, dtype, no_drafter, drafter_precision)

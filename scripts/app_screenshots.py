@@ -3,8 +3,10 @@
     python scripts/app_screenshots.py [--out assets/screenshots] [--pair PATH]
 
 Starts `streamlit run app.py` on a free loopback port (the shipped pair unless --pair), drives it
-with Playwright through Debian's Chromium, and writes one PNG per view. It measures nothing:
-the runs use the shipped reference profile when this machine has none of its own.
+with Playwright through Debian's Chromium (else $BROWSER_PATH, or a Chromium or Chrome on PATH
+or where macOS and Windows install them: `taps.studio.export.chromium_path`), and writes one PNG
+per view. It measures nothing: the runs use the shipped reference profile when this machine has
+none of its own.
 """
 
 from __future__ import annotations
@@ -68,10 +70,15 @@ def shoot(url: str, out: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     from taps.studio.challenges import card
+    from taps.studio.export import chromium_path
 
+    chromium = chromium_path()
+    if chromium is None:
+        raise SystemExit("no Chromium or Chrome found: install one (Debian: apt-get install chromium) or set "
+                         "BROWSER_PATH to it")
     out.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport=SIZE)
         page.set_default_timeout(240_000)
         expect.set_options(timeout=240_000)

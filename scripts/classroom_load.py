@@ -11,7 +11,8 @@ estimator, budget 16) or on N different prompts (`prompts`: the first N HumanEva
 click to the page showing the new round, both read on the page's own clock: median, p95, max),
 pages with an error, rounds whose tokens or tau differ from the same link decoded alone in this
 process, the server's peak RSS, and the runs the server decoded (its log). Run it on an otherwise
-idle machine. Needs Debian's Chromium (/usr/bin/chromium) and Playwright, as the browser tests do.
+idle machine. Needs Linux (it reads CPU times from /proc and RSS from procps's `ps`), Playwright and
+Debian's Chromium (/usr/bin/chromium, as the browser tests; else `taps.studio.export.chromium_path`'s).
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 from serve_class import port_free, wait_healthy  # noqa: E402  (this folder's class server)
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SETTINGS = {"estimator": "learned", "budget": "16"}
@@ -388,6 +388,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="sample the server's threads with py-spy while the Steps run and print where its time went")
     parser.add_argument("--stacks", help="with --profile: keep py-spy's collapsed stacks in this folder")
     args = parser.parse_args(argv)
+    if not sys.platform.startswith("linux"):
+        parser.error("this load test reads per-process CPU times from /proc and RSS from procps's `ps`: run it on "
+                     "Linux")
+    from taps.studio.export import chromium_path
+
+    chromium = chromium_path()
+    if chromium is None:
+        parser.error("no Chromium found: apt-get install chromium, or set BROWSER_PATH to a Chromium or Chrome")
     counts = [int(x) for x in args.pages.split(",") if x.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     paces = [p.strip() for p in args.paces.split(",") if p.strip()]
@@ -399,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     expected = solo_rounds([q for mode in modes for q in links(mode, max(counts))], args.steps)
     rows = []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
         for count in counts:
             for mode in modes:
                 for pace, replicas in [(p, r) for p in paces for r in replica_counts]:

@@ -41,7 +41,10 @@ def export(run: Path, out: Path) -> dict:
     dc = DrafterConfig(**{f.name: state["drafter_config"][f.name] for f in fields(DrafterConfig)})
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    (out / "target").symlink_to((run / "target").resolve())
+    try:
+        (out / "target").symlink_to((run / "target").resolve())
+    except OSError:                       # Windows without Developer Mode may not make links: a copy
+        shutil.copytree(run / "target", out / "target")
     target_config = AutoConfig.from_pretrained(run / "target")
     tokenizer = AutoTokenizer.from_pretrained(run / "target")
     drafter = DFlashDrafter(model_config(dc, target_config, tokenizer.mask_token_id))

@@ -130,7 +130,7 @@ class ClassServer:
     def start(self) -> str:
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         if not Path(nginx).exists():
-            raise RuntimeError("no nginx on this machine: apt-get install nginx-light")
+            raise RuntimeError("no nginx on this machine: apt-get install nginx-light (macOS: brew install nginx)")
         ports = [self.port + 1 + n for n in range(self.replicas)]
         for port in ports:
             log = (self.logs / f"app-{port}.log").open("w")
@@ -170,7 +170,9 @@ class ClassServer:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--replicas", type=int, default=len(os.sched_getaffinity(0)),
+    # Linux: the cores this process may use; macOS and Windows (no sched_getaffinity): all of them
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    parser.add_argument("--replicas", type=int, default=cores,
                         help="app processes (default: one per core)")
     parser.add_argument("--port", type=int, default=8500, help="the class's port (the processes use the next K)")
     parser.add_argument("--address", default="0.0.0.0", help="where nginx listens (default: every interface)")

@@ -117,7 +117,7 @@ class LatencyProfile:
 
     @classmethod
     def load(cls, path: str | Path) -> "LatencyProfile":
-        raw = json.loads(Path(path).read_text())
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
         if not isinstance(raw, dict) or not {"sizes", "verify_s", "draft_s"} <= raw.keys():
             raise ValueError(f"{path} is not a latency profile (needs sizes, verify_s, draft_s)")
         known = set(cls.__dataclass_fields__)

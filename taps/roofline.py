@@ -66,7 +66,7 @@ def load_data(path: str | Path | None = None) -> dict:
     host-side costs. A file that is missing or malformed raises ValueError saying which."""
     path = Path(path) if path else DATA_PATH
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))     # ×, µ: not the locale's encoding on Windows
     except (OSError, ValueError) as exc:
         raise ValueError(f"the roofline data file {path} cannot be read ({exc})") from exc
     return check_data(data, path)

@@ -481,7 +481,7 @@ def test_checkpointer_guard_locks_and_pauses_on_sigterm(tmp_path, capsys):
     with pytest.raises(Paused, match="SIGTERM: paused at step 3"):
         with ckpt.guard():
             assert ckpt.lock.read_text() == str(os.getpid())
-            os.kill(os.getpid(), signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
             assert ckpt.stop_requested and not ckpt.maybe_save(lambda: {"step": 0})
             ckpt.pause({"step": 3}, "step 3")
     assert ckpt.load() == {"step": 3} and not ckpt.lock.exists()

@@ -79,7 +79,7 @@ def read_prompts(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"prompt file not found: {path}")
-    return parse_prompt_text(path.read_text(), str(path))
+    return parse_prompt_text(path.read_text(encoding="utf-8"), str(path))   # UTF-8 on Windows too (‘’, ␣)
 
 
 @functools.lru_cache(maxsize=1)

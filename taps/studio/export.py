@@ -9,6 +9,10 @@ type reads from the back of a room), and animated GIFs (Pillow) of a round's six
 (`stages_gif`) or of a run's first rounds (`rounds_gif`), one frame per stage or round, and the
 same as MP4 (`stages_mp4`, `mp4_from_figures`) through the ffmpeg the `imageio-ffmpeg` wheel ships.
 
+The browser: $BROWSER_PATH, else Debian's /usr/bin/chromium, else whatever kaleido finds itself
+(Chrome, Chromium or Edge where each OS installs them, or one `plotly_get_chrome` downloaded). With
+none, PNG, SVG, GIF and MP4 exports fail with a message saying so; HTML, JSON and CSV need none.
+
     python -m taps.studio.export png WIDTH HEIGHT SCALE OUT.png ... < figures.json   (what the child runs)
 """
 
@@ -19,6 +23,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,22 +37,53 @@ SLIDE_PX = (1920, 1080)          # a slide's pixels
 SLIDE_SCALE = 1.5                # drawn as a 1280x720 layout at 1.5x: the app's type, half as big again
 FRAME_S = (0.2, 10.0)            # seconds a GIF frame may show
 MAX_FRAMES = 60                  # rounds a GIF of a run holds at most
+DEBIAN_CHROMIUM = "/usr/bin/chromium"      # CI's and the browser tests' browser: the first choice wherever it exists
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+MAC_BROWSERS = ("/Applications/Chromium.app/Contents/MacOS/Chromium",
+                "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome")
+NO_BROWSER_EXIT = 3              # the child's exit status when kaleido finds no browser
+NO_BROWSER = ("needs Chrome or Chromium (kaleido draws the image in one) and found none: install Google Chrome or "
+              "Chromium (Debian: apt-get install chromium), or run `plotly_get_chrome`, or set BROWSER_PATH to "
+              "one. HTML export needs no browser.")
 
 
 class ExportError(RuntimeError):
     """An export that failed or ran out of time; the message says which and what to do."""
 
 
+def chromium_path() -> str | None:
+    """A Chromium or Chrome for Playwright (scripts/app_screenshots.py, scripts/classroom_load.py):
+    $BROWSER_PATH, else Debian's /usr/bin/chromium, else one on PATH, else macOS's and Windows's
+    usual installs; None when there is none."""
+    if os.environ.get("BROWSER_PATH"):
+        return os.environ["BROWSER_PATH"]
+    if Path(DEBIAN_CHROMIUM).exists():
+        return DEBIAN_CHROMIUM
+    found = next((path for path in map(shutil.which, BROWSER_NAMES) if path), None)
+    windows = [Path(os.environ[root]) / app / "Application" / "chrome.exe"
+               for root in ("PROGRAMFILES", "PROGRAMFILES(X86)", "LOCALAPPDATA") if os.environ.get(root)
+               for app in ("Google/Chrome", "Chromium")]
+    return found or next((str(p) for p in [*map(Path, MAC_BROWSERS), *windows] if p.is_file()), None)
+
+
 def _environment() -> dict[str, str]:
     env = dict(os.environ)
-    if not env.get("BROWSER_PATH") and Path("/usr/bin/chromium").exists():
-        env["BROWSER_PATH"] = "/usr/bin/chromium"         # Debian's Chromium, for kaleido
+    if not env.get("BROWSER_PATH") and Path(DEBIAN_CHROMIUM).exists():
+        env["BROWSER_PATH"] = DEBIAN_CHROMIUM             # Debian's Chromium; elsewhere kaleido looks itself
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 
 
 def _stop(process: subprocess.Popen) -> None:
-    """Stop the child's whole process group (the child and the browser it started)."""
+    """Stop the child's whole process group (the child and the browser it started); on Windows,
+    which has neither process groups to signal nor SIGKILL, the child's process tree."""
+    if os.name == "nt":
+        subprocess.run(["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True)
+        try:
+            process.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        return
     for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(process.pid, sig)
@@ -89,12 +125,14 @@ def render_images(figs: list, fmt: str, width: int, height: int, scale: float = 
         finally:
             if process.poll() is None:
                 _stop(process)
-            else:
+            elif os.name != "nt":
                 try:                                     # the browser may outlive a child that exited
                     os.killpg(process.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
         images = [f.read_bytes() if f.exists() else b"" for f in files]
+    if process.returncode == NO_BROWSER_EXIT:
+        raise ExportError(f"the {fmt.upper()} export {NO_BROWSER}")
     if process.returncode != 0 or not all(images):
         reason = errors.decode("utf-8", "replace").strip().splitlines()
         raise ExportError(f"the {fmt.upper()} export failed: {reason[-1] if reason else 'no image came back'}")
@@ -306,8 +344,24 @@ def main(argv: list[str] | None = None) -> int:
     import plotly.io as pio
 
     figs = [pio.from_json(spec, skip_invalid=True) for spec in json.loads(sys.stdin.read())]
-    pio.write_images(figs, files, format=fmt, width=int(width), height=int(height), scale=float(scale))
+    try:
+        pio.write_images(figs, files, format=fmt, width=int(width), height=int(height), scale=float(scale))
+    except Exception as exc:
+        if not _no_browser(exc):
+            raise
+        print(f"the {fmt.upper()} export {NO_BROWSER}", file=sys.stderr)
+        return NO_BROWSER_EXIT
     return 0
+
+
+def _no_browser(exc: BaseException | None) -> bool:
+    """Whether `exc` (or what it was raised from) is kaleido's "no Chrome found" (plotly re-raises it
+    as a RuntimeError)."""
+    while exc is not None:
+        if type(exc).__name__ == "ChromeNotFoundError":
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ class MachineLoad:
 def machine_load() -> MachineLoad:
     try:
         load = os.getloadavg()[0]
-    except OSError:
+    except (OSError, AttributeError):     # unobtainable, or Windows, which has no load average: never "busy"
         load = 0.0
     return MachineLoad(load=float(load), cores=os.cpu_count() or 1)
 

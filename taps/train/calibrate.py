@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ from taps.calibrate import DEPTH_BANDS, FIT_TEMPERATURES, Calibration, ReachMap,
 from taps.estimate import LearnedEstimator, MarginalEstimator, reach_from_edges, scorer_tables
 from taps.flags import spec
 from taps.kernels import top_by_reach
-from taps.train.common import add_config_arguments, apply_arguments
+from taps.train.common import add_config_arguments, apply_arguments, usable_cores
 from taps.train.scorer import BUDGETS, ScorerTrainConfig, Trace, collect_traces, reliability, weights_fingerprint
 
 ESTIMATORS_FITTED = ("marginal", "learned")
@@ -223,7 +222,7 @@ def main(args: argparse.Namespace) -> None:
     cc = CalibrateConfig()
     apply_arguments(args, cc)
     temps = temperatures(cc.temperatures)
-    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    torch.set_num_threads(usable_cores())
     out = Path(args.out)
     data = Path(args.data) if args.data else out / "drafter_data" / "val.npy"
     if not data.exists() and args.regenerate <= 0:          # before the pair loads

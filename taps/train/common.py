@@ -89,6 +89,12 @@ def pick_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (Linux: its CPU affinity; macOS and Windows, which have no
+    `os.sched_getaffinity`: every core)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def cosine_lr(step: int, peak: float, warmup: int, max_steps: int, min_ratio: float,
               time_fraction: float = 0.0) -> float:
     """Linear warmup to `peak`, then cosine decay to `min_ratio * peak` at `max_steps`, or earlier
@@ -126,15 +132,38 @@ def acquire_lock(lock: Path) -> None:
     if lock.exists():
         text = lock.read_text().strip()
         pid = int(text) if text.isdigit() else 0
-        if pid and pid != os.getpid():
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                pass  # stale lock from a finished or killed run
-            else:
-                raise TrainError(f"another run (pid {pid}) is training into {lock.parent}; "
-                                 f"stop it first or delete {lock}")
+        if pid and pid != os.getpid() and process_alive(pid):   # else a stale lock of a finished or killed run
+            raise TrainError(f"another run (pid {pid}) is training into {lock.parent}; "
+                             f"stop it first or delete {lock}")
     lock.write_text(str(os.getpid()))
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id runs. Not `os.kill(pid, 0)` on Windows, where 0 is CTRL_C_EVENT (a
+    Ctrl-C to the console's processes, this one included) and other numbers end the process: ask
+    Windows for the process's exit code instead."""
+    if os.name == "nt":
+        import ctypes
+
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+        kernel32.OpenProcess.restype = ctypes.c_void_p           # a HANDLE: pointer-sized
+        kernel32.GetExitCodeProcess.argtypes = (ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulong))
+        kernel32.CloseHandle.argtypes = (ctypes.c_void_p,)
+        handle = kernel32.OpenProcess(0x1000, False, pid)        # PROCESS_QUERY_LIMITED_INFORMATION
+        if not handle:
+            return ctypes.get_last_error() == 5                   # ERROR_ACCESS_DENIED: it runs, as another user
+        try:
+            code = ctypes.c_ulong()
+            return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value == 259  # STILL_ACTIVE
+        finally:
+            kernel32.CloseHandle(handle)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:                                       # it runs, as another user
+        return True
+    return True
 
 
 def release_lock(lock: Path) -> None:

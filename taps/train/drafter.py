@@ -30,7 +30,6 @@ import argparse
 import hashlib
 import json
 import mmap
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -51,6 +50,7 @@ from taps.train.common import (
     check_loss_dropped,
     cosine_lr,
     pick_device,
+    usable_cores,
     weighted_split,
 )
 
@@ -629,7 +629,7 @@ def agreement(result: dict, first: int | None = None) -> str:
 
 def train(out: Path, target_path: str, dc: DrafterConfig, tc: DrafterTrainConfig, resume: bool, quick: bool):
     device = pick_device()
-    torch.set_num_threads(1 if quick else len(os.sched_getaffinity(0)))
+    torch.set_num_threads(1 if quick else usable_cores())
     folder, target, tokenizer, mask_id = load_target(target_path, device)
     drafter = build_drafter(dc, tc, target, mask_id, device)
     n_params = sum(p.numel() for p in drafter.parameters())

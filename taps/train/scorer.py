@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,6 +47,7 @@ from taps.train.common import (
     check_loss_dropped,
     cosine_lr,
     trim_heap,
+    usable_cores,
 )
 from taps.tree import DraftTree
 from taps.verify import target_body, target_forward, trim_cache
@@ -418,7 +418,7 @@ def print_calibration(step: int, elapsed: float, learned: dict, marginal: dict) 
 
 def train(out: Path, tc: ScorerTrainConfig, target_path: str | None, drafter_path: str | None,
           resume: bool, quick: bool) -> dict:
-    torch.set_num_threads(1 if quick else len(os.sched_getaffinity(0)))
+    torch.set_num_threads(1 if quick else usable_cores())
     pair = load_pair_parts(out, target_path, drafter_path)
     # the scorer trains on the CPU (it is small), whatever device the target collects traces on
     embed = torch.nn.Embedding.from_pretrained(pair.target.get_input_embeddings().weight.detach().float().cpu())

@@ -56,6 +56,7 @@ from taps.train.common import (
     apply_arguments,
     check_loss_dropped,
     cosine_lr,
+    usable_cores,
     weighted_split,
 )
 from taps.train.grow import load_init
@@ -481,7 +482,7 @@ def train(out: Path, tokenizer_dir: Path, mc: ModelConfig, tc: TrainConfig, resu
     from transformers import AutoTokenizer
 
     # all cores, but one thread for the tiny quick model (its ops are too small to split)
-    torch.set_num_threads(tc.threads or (1 if quick else len(os.sched_getaffinity(0))))
+    torch.set_num_threads(tc.threads or (1 if quick else usable_cores()))
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     mc.vocab_size = len(tokenizer)
     if tc.seq_len > mc.max_position_embeddings:

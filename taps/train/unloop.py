@@ -47,6 +47,7 @@ from taps.train.common import (
     apply_arguments,
     check_loss_dropped,
     load_checkpoint,
+    usable_cores,
 )
 from taps.train.drafter import continue_batch
 
@@ -224,7 +225,7 @@ def save_unlooped(out: Path, source: Path, model, tokenizer, log: dict) -> Path:
 
 
 def train(out: Path, uc: UnloopConfig, resume: bool, quick: bool) -> dict:
-    torch.set_num_threads(1 if quick else len(os.sched_getaffinity(0)))
+    torch.set_num_threads(1 if quick else usable_cores())
     source, tokenizer, model, tc = load_mle_target(out)
     train_stream = data.token_stream(tokenizer, "train", out / "data", tc.corpus, tc.max_files)
     val_stream = data.token_stream(tokenizer, "val", out / "data", tc.corpus, tc.max_files)

@@ -15,6 +15,7 @@ from app_pages import widgets as app_widgets
 from app_pages.machine_box import about_this_machine, portable_paths
 from taps import ModelPair, roofline
 from taps.config import DecodeConfig, check_value, field_spec
+from taps.eval.prompts import LOOK_FOR_WHERE
 from taps.flags import range_text
 from taps.studio import lecturer, speed
 from taps.studio.app_state import default_pair_source, describe_source, load_pair_from_source
@@ -802,7 +803,7 @@ def prompt_picker(prefix: str, height: int, caption: str | None = None) -> str:
                       None)
         if chosen is not None and chosen.get("look_for"):
             where = f" (round {chosen['round']})" if chosen.get("round") else ""
-            st.caption(f"**Look for{where}:** {chosen['look_for']}")
+            st.caption(f"**Look for{where}:** {chosen['look_for']} {LOOK_FOR_WHERE}")
         elif caption:
             st.caption(caption)
     with left:

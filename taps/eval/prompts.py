@@ -125,6 +125,11 @@ def example_by_id(example_id: str, prompts: list[dict] | None = None) -> dict:
     raise ValueError(f"unknown example '{example_id}': choose one of {', '.join(p['id'] for p in prompts)}")
 
 
+# An example's look-for line names rounds and tokens as the shipped pair decodes them on the reference
+# CPU (the machine of `results/`); where it is shown, this says so.
+LOOK_FOR_WHERE = "(as decoded on the reference CPU: another CPU's float kernels can break a near-tie the other way)"
+
+
 def look_for(example_id: str) -> str:
     """The shipped example's one line on what to look for in its tree ("" when it has none)."""
     return example_by_id(example_id).get("look_for", "")

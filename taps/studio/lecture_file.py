@@ -196,7 +196,7 @@ def settings_words(config: Mapping) -> str:
 def example_look_for(prompt: str) -> str:
     """The look-for line of the shipped example whose prompt this is, as the page shows it ("Look for
     (round 1): ..."); "" for any other prompt."""
-    from ..eval.prompts import example_prompts
+    from ..eval.prompts import LOOK_FOR_WHERE, example_prompts
 
     try:
         examples = example_prompts()
@@ -206,7 +206,7 @@ def example_look_for(prompt: str) -> str:
     if chosen is None:
         return ""
     where = f" (round {chosen['round']})" if chosen.get("round") else ""
-    return f"Look for{where}: {chosen['look_for']}"
+    return f"Look for{where}: {chosen['look_for']} {LOOK_FOR_WHERE}"
 
 
 def lecture_html(rounds: Sequence[Round], prompt: str, config: Mapping, counters: Sequence[dict], *,

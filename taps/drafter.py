@@ -46,8 +46,19 @@ def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> l
 
 
 def context_features(hidden_states: tuple[torch.Tensor, ...], layer_ids: list[int]) -> torch.Tensor:
-    """Concatenate the outputs of the given target layers (hidden_states[0] is the embedding)."""
+    """Concatenate the outputs of the given target layers (hidden_states[0] is the embedding), from
+    a target that `reads_layer_outputs`."""
     return torch.cat([hidden_states[i + 1] for i in layer_ids], dim=-1)
+
+
+def reads_layer_outputs(model) -> None:
+    """Make the target's `output_hidden_states` give each decoder layer's own output, the last
+    layer's included. transformers by default puts the final-normed `last_hidden_state` in place of
+    the last layer's output (hidden_states[-1]); the DFlash convention is the layer's output, the
+    residual stream before the final norm, which is what serving engines capture (vLLM's and
+    SGLang's auxiliary hidden states: docs/vllm.md). Drafters that read the last layer (ours reads
+    layer 11 of 12) see the same features here as there. Set on the model's config, once, at load."""
+    model.config.tie_last_hidden_states = False
 
 
 def drafter_config(target_config, num_layers: int = 2, block_size: int = 16, mask_token_id: int = 1,

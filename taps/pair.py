@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 from . import machine
 from .calibrate import Calibration
 from .dflash2 import load_drafter
-from .drafter import DFlashDrafter, resolve_folder
+from .drafter import DFlashDrafter, reads_layer_outputs, resolve_folder
 from .linear import pack_linears
 from .path_selector import PathSelector, check_selector_fit
 from .paths import MODELS_DIR
@@ -362,6 +362,7 @@ def _target_parts(parts: dict, dev: torch.device, dtype: torch.dtype, folders: d
                 raise
             raise ValueError(target_shape_mismatch(target_folder) or str(exc)) from exc
         model.to(dev).eval()
+        reads_layer_outputs(model)   # the drafter's context features: layer outputs before the final norm
         if dev.type == "cpu" and dtype == torch.float32 and os.environ.get("TAPS_TARGET_GEMM", "onednn") != "default":
             if not pack_linears(model):  # oneDNN for products of several rows (taps.linear); same weights
                 machine.announce(("onednn",))     # ... or PyTorch's default kernels, said once

@@ -525,11 +525,12 @@ def load_target(target_path: str, device: torch.device):
     """The frozen target (its folder resolved), its tokenizer and its mask token id."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from taps.drafter import resolve_folder
+    from taps.drafter import reads_layer_outputs, resolve_folder
 
     folder = resolve_folder(target_path)
     target = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa")
     target.to(device).eval().requires_grad_(False)
+    reads_layer_outputs(target)          # context features before the final norm, as at run time
     tokenizer = AutoTokenizer.from_pretrained(folder)
     if tokenizer.mask_token_id is None:
         raise TrainError("the target's tokenizer has no mask token; add one (e.g. <|mask|>) first")

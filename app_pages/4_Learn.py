@@ -181,13 +181,12 @@ def open_card(params: dict) -> None:
     st.session_state["learn_scroll"] = st.session_state.get("learn_scroll", 0) + 1
 
 
-def card_answer(item, pair) -> None:
+def card_answer(item, pair, verdict) -> None:
     """The card's answer as the engine gives it on this machine (worked out once per pair, in the
     background: `taps.studio.challenges.CardAnswers`), or a line while it is being worked out."""
     if item.page != "Learn" and pair is None:
         st.markdown("The answer is worked out on the loaded model pair: load one in the sidebar.")
         return
-    verdict = card_answers().get(item, pair)
     if verdict is None:
         st.markdown(":material/hourglass_top: Working this answer out on this machine (the engine runs the "
                     "card's settings once, in the background; a few seconds)…")
@@ -214,6 +213,8 @@ def _cards(pair, waiting: bool) -> None:
     st.markdown("**Guided challenges**: each opens the app with its settings; try it before you peek.")
     for start in range(0, len(CARDS), 2):
         for col, item in zip(st.columns(2), CARDS[start:start + 2]):
+            verdict = None if pair is None and item.page != "Learn" else card_answers().get(item, pair)
+            params = verdict.params if verdict is not None and verdict.ok else item.params   # where it holds here
             with col.container(border=True):
                 st.markdown(f"**{item.title}**")
                 st.markdown(item.task)
@@ -221,14 +222,14 @@ def _cards(pair, waiting: bool) -> None:
                     with st.popover("Hint"):
                         st.markdown(item.hint)
                     with st.popover("Answer"):
-                        card_answer(item, pair)
+                        card_answer(item, pair, verdict)
                     label = f"Open in {PAGE_NAMES[item.page]}"
                     if item.page_file == THIS_PAGE:         # a link to the page one is on does not navigate
                         st.button(label, key=f"learn_card_{item.key}", icon=":material/open_in_new:",
-                                  on_click=open_card, args=(item.params,))
+                                  on_click=open_card, args=(params,))
                     else:
                         st.page_link(item.page_file, label=label, icon=":material/open_in_new:",
-                                     query_params=item.params)
+                                     query_params=params)
 
 
 if on_stage:

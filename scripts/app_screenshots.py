@@ -69,7 +69,8 @@ def settled(page) -> None:
 def shoot(url: str, out: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    from taps.studio.challenges import card
+    from taps import load_pair
+    from taps.studio.challenges import card, check
     from taps.studio.export import chromium_path
 
     chromium = chromium_path()
@@ -116,7 +117,8 @@ def shoot(url: str, out: Path) -> None:
         page.wait_for_timeout(2500)
         page.screenshot(path=str(out / "last-round-presenter.png"))
         item = card("taps-below-ddtree")                 # a challenge card's link lands on its answer
-        page.goto(f"{url}/{item.page}?{urlencode(item.params)}")
+        params = check(item, load_pair(None)).params      # where its claim holds on this machine
+        page.goto(f"{url}/{item.page}?{urlencode(params)}")
         page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
         settled(page)
         page.wait_for_timeout(2500)

@@ -121,7 +121,8 @@ def test_the_figure_boxes_the_target_and_draws_every_selector(taps_run):
     assert list(boxes.x).count(None) == boxed
     legend = {t.name for t in fig.data if t.showlegend is not False and t.name}
     for item in view.overlays:                       # each selector once in the legend, with its τ
-        assert sum(name.startswith(item.label) and f" τ {item.tau}" in name for name in legend) == 1, legend
+        label = item.label + (f"/{item.estimator}" if item.estimator else "")     # DFlash is not DFlash2's prefix here
+        assert sum(name.split(" τ ")[0] == label and f" τ {item.tau} (" in name for name in legend) == 1, legend
     text = next(t for t in fig.data if t.mode == "text" and t.hovertext)
     assert len(text.text) >= shown * DRAFT_TOP_K
     narrow = candidates_figure(view, Plot(width=700, height=560))

@@ -21,7 +21,7 @@ import logging
 import string
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -67,6 +67,8 @@ class Challenge:
     params: dict[str, str]           # the link's query parameters
     facts: Callable[..., dict] = field(repr=False, default=None)    # (card, pair) -> what the engine gives
     holds: Callable[[dict], bool] = field(repr=False, default=None)  # the claim itself, on those facts
+    search: tuple[dict[str, str], ...] = ()   # a "find a round" card: link changes tried in order after its own
+                                              # link (the first where the claim holds on this machine)
 
     @property
     def quotes(self) -> tuple[str, ...]:
@@ -96,23 +98,52 @@ class Verdict:
     problems: list[str]
     answer: str = ""                 # the card's answer written from `facts` ("" when it cannot be)
     seconds: float = 0.0             # how long working it out took
+    params: dict[str, str] = field(default_factory=dict)   # the link that shows it (a found round's)
+
+
+def _search(examples: tuple[str, ...], rounds: range) -> tuple[dict[str, str], ...]:
+    return tuple({"example": e, "round": str(r)} for e in examples for r in rounds)
 
 
 def check(card: Challenge, pair) -> Verdict:
     """Run the card's claim on `pair` on this machine: the facts its answer quotes (all of them
-    there), whether the claim holds on them, and the answer written from them."""
+    there), whether the claim holds on them, and the answer written from them. A "find a round"
+    card (`search`) takes the first example and round where the claim holds, its link moved there:
+    float kernels differ between CPUs, and where a near-tie makes a round interesting moves with them."""
     began = time.perf_counter()
+    first = _check_once(card, pair)
+    ended: dict[str, int] = {}                       # example -> the round its run ended before
+    for changes in card.search:
+        if first.ok or any(_BAD_LINK in problem for problem in first.problems):
+            break                                    # found, or the card's own link is bad
+        example, number = changes.get("example", ""), int(changes.get("round", 0))
+        if number >= ended.get(example, 1 << 30) or changes.items() <= card.params.items():
+            continue
+        verdict = _check_once(replace(card, params={**card.params, **changes}), pair)
+        if verdict.ok:
+            first = verdict
+        elif not verdict.facts and _ENDS in verdict.problems[0]:
+            ended[example] = number
+    first.seconds = time.perf_counter() - began
+    return first
+
+
+_ENDS = "before round"       # in `_run_to`'s message when the run is shorter than the link's round
+_BAD_LINK = "link is not clean"
+
+
+def _check_once(card: Challenge, pair) -> Verdict:
     try:
         facts = card.facts(card, pair)
     except ValueError as exc:
-        return Verdict(False, {}, [f"{card.key}: {exc}"], seconds=time.perf_counter() - began)
+        return Verdict(False, {}, [f"{card.key}: {exc}"], params=card.params)
     missing = [name for name in card.quotes if name not in facts]
     if missing:
         return Verdict(False, facts, [f"{card.key}: the answer quotes {', '.join(missing)}, which the engine's facts "
-                                      "do not give"], seconds=time.perf_counter() - began)
+                                      "do not give"], params=card.params)
     problems = [] if card.holds(facts) else [
         f"{card.key}: the claim does not hold on {getattr(pair, 'name', 'the toy')} on this machine: {facts}"]
-    return Verdict(not problems, facts, problems, card.answer(facts), time.perf_counter() - began)
+    return Verdict(not problems, facts, problems, card.answer(facts), params=card.params)
 
 
 log = logging.getLogger("taps.challenges")
@@ -198,6 +229,13 @@ def _step_link(card: Challenge, pair, **changes):
     return link, config, profile
 
 
+def _title(link) -> str:
+    """The example's title (a card's link opens an example)."""
+    from ..eval.prompts import example_by_id
+
+    return example_by_id(link.example)["title"] if link.example else "your prompt"
+
+
 def _profile(pair, profile_id: str, budget: int):
     """The profile a card's link names, as the page it opens finds it (`page_profile`); a ValueError
     saying why when it does not apply to this pair."""
@@ -230,7 +268,8 @@ def round_facts(card: Challenge, pair, **changes) -> dict:
                 top = record.pool_parents[top]
             owners[visible_text(record.pool_texts[top])] = owners.get(visible_text(record.pool_texts[top]), 0) + 1
     under = max(owners, key=owners.get) if owners else ""
-    return {"tau": record.tau, "verified": record.verified_nodes, "waste": record.waste_nodes,
+    return {"title": _title(link), "round": record.number, "tau": record.tau, "verified": record.verified_nodes,
+            "waste": record.waste_nodes,
             "budget": config.budget, "waste_under": under, "waste_under_count": owners.get(under, 0),
             "accepted_text": visible_text("".join(record.pool_texts[v] for v in record.accepted))}
 
@@ -248,7 +287,8 @@ def versus_facts(card: Challenge, pair) -> dict:
         raise ValueError("DDTree cannot run from that position")
     first = visible_text(other.pool_texts[other.accepted[0]]) if other.accepted else ""
     taps_verified = {visible_text(record.pool_texts[v]) for v in record.selected[1:] if record.pool_depths[v] == 1}
-    return {"round": record.number, "taps_tau": record.tau, "taps_verified": record.verified_nodes,
+    return {"title": _title(link), "round": record.number, "taps_tau": record.tau,
+            "taps_verified": record.verified_nodes,
             "compare": link.compare, "ddtree_accepts": both.accepts_marginal, "reach_accepts": both.accepts_reach,
             "ddtree_tau": other.tau, "ddtree_first": first,
             "taps_missed_it": bool(first) and first not in taps_verified}
@@ -268,7 +308,7 @@ def candidates_facts(card: Challenge, pair) -> dict:
     walk = by[DFLASH2.name]
     miss = next(((d, r) for d, r, verdict in walk.nodes if verdict == "rejected"), (0, -1))
     rank = view.target_rank(1)
-    facts = {"round": record.number, "first_text": visible_text(view.target_text[0]),
+    facts = {"title": _title(link), "round": record.number, "first_text": visible_text(view.target_text[0]),
              "first_rank": None if rank is None else rank + 1, "miss_position": miss[0], "walk_rank": miss[1] + 1,
              "miss_rank": None if view.target_rank(miss[0]) is None else view.target_rank(miss[0]) + 1}
     for name in (DFLASH.name, DFLASH2.name, DDTREE.name):
@@ -376,6 +416,7 @@ def _learn(factor: float, budget: int, reject: str = "") -> dict[str, str]:
 
 
 TWO_OPENINGS = "Two good openings"
+STEP_EXAMPLES = ("search", "fib", "point", "sort", "merge", "words", "docstring", "comment")  # a search's order
 
 CARDS = [
     Challenge(
@@ -384,58 +425,63 @@ CARDS = [
         "spends at least half of the nodes it verifies under a rejected prefix (waste).",
         "Waste needs a drafter that hedges near the root: open Stage by stage at Verify and look for a rejected "
         "node at depth 1 with a deep subtree under it. A small budget makes the share easy to read.",
-        "*Python: merge two sorted lists*, budget {budget}, round 2: DDTree verifies {verified} nodes and {waste} "
-        "of them are waste, most of them under the rejected ‘{waste_under}’. The drafter hedges near the "
+        "*Python: merge two sorted lists*, budget {budget}, round {round}: DDTree verifies {verified} nodes and "
+        "{waste} of them are waste, most of them under the rejected ‘{waste_under}’. The drafter hedges near the "
         "root, and the marginal product keeps ranking the likely-looking tokens under ‘{waste_under}’ high, though "
         "none of them can be accepted once ‘{waste_under}’ is rejected.",
         "Step_through", _step("merge", 2, "verify", selector=DDTREE.name, budget=16),
         facts=round_facts,
-        holds=lambda f: 2 * f["waste"] >= f["verified"] > 0 and 2 * f["waste_under_count"] >= f["waste"]),
+        holds=lambda f: 2 * f["waste"] >= f["verified"] > 0 and 2 * f["waste_under_count"] >= f["waste"],
+        search=_search(("merge",), range(1, 13))),
     Challenge(
         "taps-below-ddtree", "Find a round where TAPS accepts fewer tokens than DDTree",
-        "At the default settings (TAPS, online estimator, cost mode, budget 32), find a round of *Python: "
-        "binary search* in which DDTree, run from the same position, would have committed more tokens than TAPS "
-        "did.",
+        "At the default settings (TAPS, online estimator, cost mode, budget 32), find an example and a round in "
+        "which DDTree, run from the same position, would have committed more tokens than TAPS did (*Python: "
+        "binary search* is a good place to start).",
         "TAPS's cost mode grows small trees on this CPU. Step through the first rounds and, at each, open "
         "*Marginal vs path* at DDTree's budget, 32: the same pool ranked both ways, and what each would have "
         "accepted.",
-        "Round {round}: TAPS verifies {taps_verified} nodes and commits τ {taps_tau}. *Marginal vs "
+        "*{title}*, round {round}: TAPS verifies {taps_verified} nodes and commits τ {taps_tau}. *Marginal vs "
         "path* at {compare} nodes, DDTree's budget, ranks the same pool both ways: each ranking's tree now holds "
         "the target's ‘{ddtree_first}’, which TAPS's {taps_verified} left out (DDTree's ranking accepts ≥ "
         "{ddtree_accepts}, TAPS's ≥ {reach_accepts}). So DDTree, verifying {compare}, commits more from here. What "
         "TAPS lost was size, not ranking: a tree sized for this CPU's costs gives up the drafter's less likely "
         "guesses, and here one of them was the target's.",
-        "Step_through", _taps_step("search", 10, "compare", compare=32),
+        "Step_through", _taps_step("fib", 5, "compare", compare=32),
         facts=versus_facts,
         holds=lambda f: f["taps_tau"] < f["ddtree_tau"] and min(f["ddtree_accepts"], f["reach_accepts"]) >= 1
-        and f["taps_missed_it"]),
+        and f["taps_missed_it"], search=_search(STEP_EXAMPLES, range(1, 21))),
     Challenge(
         "chain-vs-tree", "A chain with a path selector against a tree, at the same verify cost",
-        "Open *Python: Fibonacci* at budget 16, round 7, in the *Candidates* view. DFlash2 verifies one chain "
-        "15 deep, DDTree a tree of 16 nodes: about the same verify cost. Which one takes more tokens, and where "
-        "does the chain lose?",
+        "Open an example (*Python: merge two sorted lists*, say) at budget 16 in the *Candidates* view. DFlash2 "
+        "verifies one chain 15 deep, DDTree a tree of 16 nodes: about the same verify cost. Find a round where "
+        "DFlash's argmax chain fails at once, DFlash2's walk goes on and DDTree goes further: where does the chain "
+        "lose?",
         "Follow the boxed target's tokens from the left: at each position, did each selector put a node on the "
         "boxed cell? A chain has one cell per position; a tree can hold several.",
-        "Round {round}: the target's first token ‘{first_text}’ is the drafter's rank {first_rank}, so DFlash's "
+        "*{title}*, round {round}: the target's first token ‘{first_text}’ is the drafter's rank {first_rank}, so "
+        "DFlash's "
         "argmax chain fails at once (τ {dflash_tau}). DFlash2's walk takes it and goes on (τ {dflash2_tau}, "
         "{dflash2_verified} verified), then at position {miss_position} walks to rank {walk_rank} where the "
         "target's token is rank {miss_rank}. DDTree's tree ({ddtree_verified} verified) goes further: τ "
         "{ddtree_tau}. At the same cost a tree spends nodes on the alternatives a walk must choose among; a chain "
         "spends them deep, and past its first miss they are waste.",
-        "Step_through", _taps_step("fib", 7, "candidates", budget=16),
+        "Step_through", _taps_step("merge", 5, "candidates", budget=16),
         facts=candidates_facts,
-        holds=lambda f: f["dflash_tau"] == 1 < f["first_rank"] and f["dflash_tau"] < f["dflash2_tau"] < f["ddtree_tau"]
-        and abs(f["dflash2_verified"] - f["ddtree_verified"]) <= 1 and f["walk_rank"] != f["miss_rank"]),
+        holds=lambda f: f["dflash_tau"] == 1 < (f["first_rank"] or 0) and f["dflash_tau"] < f["dflash2_tau"]
+        < f["ddtree_tau"] and abs(f["dflash2_verified"] - f["ddtree_verified"]) <= 1
+        and f["walk_rank"] != f["miss_rank"], search=_search(STEP_EXAMPLES, range(1, 21))),
     Challenge(
         "deep-narrow", "Find a deep, narrow round",
         "Find a round where TAPS commits at least 10 tokens while verifying at most 16 nodes.",
         "Look where what follows is predictable once it starts: the next method of a class is a good place. "
         "The counters show τ and the nodes verified of the round on screen.",
-        "*Python: a Point class*, round 5: at the start of the next method TAPS verifies {verified} nodes and "
+        "*Python: a Point class*, round {round}: TAPS verifies {verified} nodes and "
         "commits τ {tau} tokens: the accepted ‘{accepted_text}’ and the bonus token. Reach falls slowly along a "
         "confident path, so TAPS spends its nodes deep instead of wide.",
         "Step_through", _taps_step("point", 5, "verify"),
-        facts=round_facts, holds=lambda f: f["tau"] >= 10 and f["verified"] <= 16),
+        facts=round_facts, holds=lambda f: f["tau"] >= 10 and f["verified"] <= 16,
+        search=_search(("point",), range(1, 13))),
     Challenge(
         "cost-vs-reach", "Why verify so few nodes when the budget is 64?",
         "Open *Python: a Point class* with budget 64: TAPS's first tree has far fewer than 64 nodes. Why, and "

@@ -150,3 +150,42 @@ class DFlash2Drafter(DFlashDrafter):
             dyn = layer.mlp_conv.dynamic(x)
             hidden = hidden + layer.mlp_conv.convolve(layer.mlp(layer.mlp_conv.convolve(x, dyn, 0)), dyn, 1)
         return self.norm(hidden)
+
+
+def export_dflash2(drafter: DFlashDrafter, selector: PathSelector, out, kernel_size: int = 2,
+                   group_size: int = 64) -> None:
+    """Write a DFlash drafter and its path selector as one public-layout DFlash2 checkpoint
+    (config architecture DFlash2DraftModel, the DFlash2 fields in `dflash_config` and at the top
+    level, `candidate_selector.*` tensors): the convolutions it lacks are written as the identity
+    (base tap 0 = 1, the rest 0, no dynamic part), so the checkpoint drafts exactly as the drafter
+    does and `load_drafter` reads it back to the same decodes."""
+    import copy
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    from .drafter import WEIGHTS_NAME
+
+    if isinstance(drafter, DFlash2Drafter):
+        raise ValueError("the drafter is a DFlash2 drafter already: save it with save_pretrained")
+    if drafter.config.hidden_size % group_size:
+        raise ValueError(f"conv_group_size {group_size} does not divide the hidden size {drafter.config.hidden_size}")
+    config = copy.deepcopy(drafter.config)
+    fields = {"selector_top_k": selector.top_k, "selector_rank": selector.config.selector_rank,
+              "conv_kernel_size": kernel_size, "conv_group_size": group_size}
+    config.architectures = [ARCHITECTURE]
+    config.dflash_config = {**(getattr(config, "dflash_config", None) or {}), **fields}
+    for name, value in fields.items():
+        setattr(config, name, value)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    config.save_pretrained(out)
+    state = {k: v.detach().contiguous() for k, v in drafter.state_dict().items() if "rotary_emb" not in k}
+    identity = DynamicConv(drafter.config.hidden_size, kernel_size, group_size)
+    for n in range(len(drafter.layers)):
+        for conv in ("attention_conv", "mlp_conv"):
+            for name, tensor in identity.state_dict().items():
+                state[f"layers.{n}.{conv}.{name}"] = tensor.to(next(drafter.parameters()).dtype).clone()
+    for name, tensor in selector.state_dict().items():
+        state[f"candidate_selector.{name}"] = tensor.detach().contiguous()
+    save_file(state, str(out / WEIGHTS_NAME), metadata={"format": "pt"})

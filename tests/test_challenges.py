@@ -351,3 +351,11 @@ def test_a_find_a_round_card_moves_its_link_to_where_its_claim_holds_here(shippe
     assert f"round {moved.params['round']}:" in moved.answer
     never = check(replace(at_one, holds=lambda f: f["tau"] > 99), shipped)
     assert not never.ok and never.params == at_one.params and "does not hold" in never.problems[0]
+
+
+def test_tokens_in_an_answer_are_escaped_markdown():
+    """A token such as `__eq__` reads as itself in an answer, not as a bold "eq"."""
+    answer = card("deep-narrow").answer({"title": "Python: a Point class", "round": 5, "verified": 16, "tau": 11,
+                                          "accepted_text": "␣def␣__eq__(self,"})
+    assert "␣def␣\\_\\_eq\\_\\_\\(self," in answer and "__eq__" not in answer
+    assert "round 5:" in answer and "*Python: a Point class*" in answer        # the template's own markdown stays

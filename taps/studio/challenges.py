@@ -56,6 +56,14 @@ PAGES = {"Step_through": "app_pages/1_Step_through.py", "Race_and_sweep": "app_p
          "Learn": "app_pages/4_Learn.py"}
 
 
+MARKDOWN_SPECIALS = "\\`*_{}[]<>()#+-.!|$~"
+
+
+def markdown_text(text: str) -> str:
+    """`text` with every markdown (and Streamlit LaTeX) special character backslash-escaped."""
+    return "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in text)
+
+
 @dataclass
 class Challenge:
     key: str
@@ -77,8 +85,10 @@ class Challenge:
         return tuple(dict.fromkeys(names))
 
     def answer(self, facts: dict) -> str:
-        """The answer written from `facts` (what `check` found on this machine)."""
-        return self.answer_template.format(**facts)
+        """The answer (markdown) written from `facts` (what `check` found on this machine); text facts,
+        tokens among them, escaped so that `__eq__` reads as itself, not as bold "eq"."""
+        return self.answer_template.format(**{k: markdown_text(v) if isinstance(v, str) else v
+                                              for k, v in facts.items()})
 
     @property
     def link(self) -> str:

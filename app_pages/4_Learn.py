@@ -189,7 +189,8 @@ def card_answer(item, pair, verdict) -> None:
         return
     if verdict is None:
         st.markdown(":material/hourglass_top: Working this answer out on this machine (the engine runs the "
-                    "card's settings once, in the background; a few seconds)…")
+                    "card's settings once, in the background: a few seconds, up to half a minute for a card that "
+                    "searches for its round)…")
     elif verdict.answer:
         st.markdown(verdict.answer)
         if not verdict.ok:

@@ -17,7 +17,6 @@ whatever CPU runs it.
 
 from __future__ import annotations
 
-import logging
 import string
 import threading
 import time
@@ -121,6 +120,14 @@ def check(card: Challenge, pair) -> Verdict:
     card (`search`) takes the first example and round where the claim holds, its link moved there:
     float kernels differ between CPUs, and where a near-tie makes a round interesting moves with them."""
     began = time.perf_counter()
+    _RUNS.sessions = {}
+    try:
+        return _search_rounds(card, pair, began)
+    finally:
+        _RUNS.sessions = None
+
+
+def _search_rounds(card: Challenge, pair, began: float) -> Verdict:
     first = _check_once(card, pair)
     ended: dict[str, int] = {}                       # example -> the round its run ended before
     for changes in card.search:
@@ -156,7 +163,6 @@ def _check_once(card: Challenge, pair) -> Verdict:
     return Verdict(not problems, facts, problems, card.answer(facts), params=card.params)
 
 
-log = logging.getLogger("taps.challenges")
 
 
 class CardAnswers:
@@ -176,6 +182,8 @@ class CardAnswers:
             from .serve import decode_service
 
             self._service = decode_service()
+
+        from .serve import log
 
         def work() -> Verdict:
             verdict = check(item, pair)
@@ -255,10 +263,21 @@ def _profile(pair, profile_id: str, budget: int):
     return found.sizing
 
 
+_RUNS = threading.local()      # during one `check`: the sessions it decoded, so a search steps each run on
+
+
 def _run_to(pair, prompt: str, config: DecodeConfig, number: int, profile):
-    """(the session, its round `number`), decoded from the prompt."""
-    session = DecodeSession(pair, prompt, config, profile=profile)
-    record = None
+    """(the session, its round `number`), decoded from the prompt; within one `check`, a run that
+    stopped at an earlier round of the same prompt and settings is stepped on instead of decoded
+    again (a search tries rounds in order)."""
+    runs = getattr(_RUNS, "sessions", None)
+    key = (id(pair), prompt, repr(config), id(profile))
+    session = runs.get(key) if runs is not None else None
+    if session is None or len(session.rounds) >= number:
+        session = DecodeSession(pair, prompt, config, profile=profile)
+    if runs is not None:
+        runs[key] = session
+    record = session.rounds[-1] if session.rounds else None
     while len(session.rounds) < number:
         if session.finished:
             raise ValueError(f"the run ends after {len(session.rounds)} rounds, before round {number}")

@@ -179,6 +179,7 @@ def open_card(params: dict) -> None:
     (the cards sit some 2,500 px below it)."""
     address.follow(params)
     st.session_state["learn_scroll"] = st.session_state.get("learn_scroll", 0) + 1
+    st.session_state["learn_card_followed"] = True      # the cards are a fragment: the whole page reruns (_cards)
 
 
 def card_answer(item, pair, verdict) -> None:
@@ -209,8 +210,8 @@ def challenge_cards() -> None:
 
 
 def _cards(pair, waiting: bool) -> None:
-    if waiting and card_answers().pending(pair) == 0:
-        st.rerun()                                  # every answer is in: redraw once, without the timer
+    if st.session_state.pop("learn_card_followed", False) or (waiting and card_answers().pending(pair) == 0):
+        st.rerun()            # a card followed (its settings are the page's), or every answer in: the whole page
     st.markdown("**Guided challenges**: each opens the app with its settings; try it before you peek.")
     for start in range(0, len(CARDS), 2):
         for col, item in zip(st.columns(2), CARDS[start:start + 2]):

@@ -105,22 +105,29 @@ class BatchSession:
         caches = [r.cache for r in self.requests]
         if not all(isinstance(c, TargetCache) for c in caches):
             raise ValueError("batched decoding needs a target whose layers are all full attention (a TargetCache)")
-        if any(c.storage is None for c in caches):
-            raise ValueError("every prompt of a batch needs at least two tokens (the first round's root and "
-                             "something before it)")
         self.lengths = [len(r.tokens) - 1 for r in self.requests]      # each request's cached positions
         room = max(len(r.prompt_ids) + r.config.max_new_tokens for r in self.requests)
         room += max(r.config.budget for r in self.requests) + 2
-        first = caches[0].storage
-        layers, _, _, heads, _, dim = first.shape
+        layers, heads, dim, dtype = self._cache_shape(caches)
         self.cache = TargetCache(layers, room)
-        self.cache.storage = torch.zeros(layers, 2, len(prompts), heads, room, dim, dtype=first.dtype,
-                                         device=first.device)
+        self.cache.storage = torch.zeros(layers, 2, len(prompts), heads, room, dim, dtype=dtype, device=pair.device)
         for b, (request, cache) in enumerate(zip(self.requests, caches)):
-            self.cache.storage[:, :, b, :, :self.lengths[b], :] = cache.storage[:, :, 0, :, :self.lengths[b], :]
+            if self.lengths[b]:                   # a one-token prompt has nothing cached: its root is all it is
+                self.cache.storage[:, :, b, :, :self.lengths[b], :] = cache.storage[:, :, 0, :, :self.lengths[b], :]
             request.cache = None                  # its cache is now this batch's row b
         for layer in self.cache.layers:
             layer.length = max(self.lengths)
+
+    def _cache_shape(self, caches: list[TargetCache]) -> tuple[int, int, int, torch.dtype]:
+        """(layers, kv heads, head dim, dtype) of the target's cache: read off a prefilled request's,
+        or from the target when every prompt is one token (nothing prefilled)."""
+        filled = next((c.storage for c in caches if c.storage is not None), None)
+        if filled is not None:
+            layers, _, _, heads, _, dim = filled.shape
+            return layers, heads, dim, filled.dtype
+        cfg = self.pair.target.config
+        dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        return len(caches[0].layers), cfg.num_key_value_heads, dim, self.pair.target.get_input_embeddings().weight.dtype
 
     @property
     def finished(self) -> bool:

@@ -13,7 +13,8 @@ from conftest import batch_profile
 from taps import DecodeSession, greedy_continuation, sample_continuation
 from taps.batch import BatchSession
 
-PROMPTS = ([5, 17, 33, 2, 60, 8], [40, 41, 42], [7, 7, 7, 9, 11, 3, 70, 2, 5, 61, 12, 13, 90, 4], [88, 3])
+PROMPTS = ([5, 17, 33, 2, 60, 8], [40, 41, 42], [7, 7, 7, 9, 11, 3, 70, 2, 5, 61, 12, 13, 90, 4], [88, 3],
+           [9])                                  # a one-token prompt: a lone session takes it, so does a batch
 RUNS = [("ar", "marginal"), ("dflash", "marginal"), ("dflash2", "marginal"), ("ddtree", "marginal"),
         ("taps", "online"), ("taps", "marginal"), ("oracle", "marginal")]
 NEW = 20
@@ -90,8 +91,9 @@ def test_a_batch_of_one_and_bad_input(tiny_pair):
         batch.step()
     with pytest.raises(ValueError, match="at least one prompt"):
         BatchSession(tiny_pair, [])
-    with pytest.raises(ValueError, match="at least two tokens"):
-        BatchSession(tiny_pair, [[5, 17], [9]])
+    alone = BatchSession(tiny_pair, [[9], [40]], **settings("ddtree", "marginal", 0.0))    # nothing prefilled at all
+    alone.run()
+    assert [r.generated for r in alone.requests] == [greedy_continuation(tiny_pair, [t], NEW) for t in (9, 40)]
 
 
 def test_the_batch_command_prints_throughput_per_batch_and_selector(tiny_pair_dir, tmp_path, capsys):

@@ -485,3 +485,19 @@ def test_edge_table_takes_each_runs_best_of_both_and_checks_the_bar(tmp_path, ca
     text = capsys.readouterr().out
     assert "| humaneval | humaneval-run1 | 0 | @32, cost | 220.0 | 3.40 | @16, budget | 200.0 | 3.00 | 1.100x |" in text
     assert "| humaneval | 0 | 2 | 1.025x | 0.950x | no (bar 1.08x, floor 1.00x) |" in text
+
+
+def test_one_name_for_a_prompt_file_and_help_lists_every_mode(capsys):
+    """`--prompt-file` names a prompt file in every command (the sweep, its batch mode, taps
+    generate/compare/headroom); the sweep still takes its old `--prompts`; its --help names the
+    batch mode."""
+    from taps.eval.batching import build_parser as batch_parser
+    from taps.eval.bench import build_parser
+    from taps.eval.cli import build_parser as cli_parser
+
+    assert build_parser().parse_args(["--prompt-file", "p.jsonl"]).prompts == "p.jsonl"
+    assert build_parser().parse_args(["--prompts", "p.jsonl"]).prompts == "p.jsonl"
+    assert batch_parser().parse_args(["--batch", "1", "--prompt-file", "p.jsonl"]).prompt_file == "p.jsonl"
+    assert cli_parser().parse_args(["compare", "--prompt-file", "p.jsonl"]).prompt_file == "p.jsonl"
+    help_text = build_parser().format_help()
+    assert "--batch 1,2,4,8,16" in help_text and "--prompt-file" in help_text

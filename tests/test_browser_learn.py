@@ -79,3 +79,14 @@ def test_open_in_learn_brings_the_reader_back_to_the_tree_it_changed(server, bro
         time.sleep(0.2)
     assert in_window(), chart.bounding_box()
     page.close()
+
+
+def test_streamlits_own_menu_is_a_viewers(server, browser):  # noqa: F811
+    """No Deploy button and no "Clear cache" in Streamlit's menu (.streamlit/config.toml's toolbarMode):
+    clearing would drop the loaded pair for every page of a class (issue 61)."""
+    page = open_learn(browser, server, "")
+    assert page.get_by_role("button", name="Deploy").count() == 0
+    page.locator('[data-testid="stMainMenu"]').first.click()
+    page.wait_for_timeout(800)
+    assert page.get_by_text("Clear cache").count() == 0
+    page.close()

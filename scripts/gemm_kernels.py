@@ -12,7 +12,6 @@ machine.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -24,6 +23,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from taps import linear  # noqa: E402
+from taps.machine import usable_cores  # noqa: E402
 
 
 def median_us(fn, repeats: int) -> float:
@@ -39,9 +39,7 @@ def median_us(fn, repeats: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    # Linux: the cores this process may use; macOS and Windows (no sched_getaffinity): all of them
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    parser.add_argument("--threads", type=int, default=cores)
+    parser.add_argument("--threads", type=int, default=usable_cores())
     parser.add_argument("--rows", default="1,2,4,9,17,33")
     parser.add_argument("--repeats", type=int, default=300)
     parser.add_argument("--out", type=Path, default=None)

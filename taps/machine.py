@@ -32,6 +32,23 @@ if not log.handlers:
     log.propagate = False
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (Linux: its CPU affinity; macOS and Windows, which have no
+    `os.sched_getaffinity`: every core)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_name() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo, read once; elsewhere what `platform` knows)."""
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            return next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), name)
+    except OSError:
+        return name
+
+
 def _off(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("0", "off", "no", "false")
 
@@ -75,7 +92,8 @@ def _int8_works(engine: str) -> str:
     from torch.ao.quantization import quantize_dynamic
 
     try:
-        linear = torch.nn.Linear(16, 8).eval()
+        with torch.random.fork_rng(devices=[]):      # the probe's random weights leave the global RNG as it was
+            linear = torch.nn.Linear(16, 8).eval()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.backends.quantized.engine = engine
@@ -129,12 +147,6 @@ def announce(keys: tuple[str, ...] | None = None) -> list[Fallback]:
 
 def about() -> dict[str, str]:
     """This machine in a few lines: OS, CPU, the ISA PyTorch's kernels run at, threads, PyTorch."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {"OS": f"{platform.system()} {platform.release()} ({platform.machine()})", "CPU": cpu,
+    return {"OS": f"{platform.system()} {platform.release()} ({platform.machine()})", "CPU": cpu_name(),
             "PyTorch kernels": torch.backends.cpu.get_cpu_capability(),
             "threads": str(torch.get_num_threads()), "PyTorch": torch.__version__}

@@ -84,15 +84,9 @@ DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperat
 
 def machine_info(pair) -> dict:
     """The machine summary.md names: CPU, cores, threads, OS, Python, torch, device, precision (GPU)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info = {"cpu": cpu, "cores": os.cpu_count(), "threads": torch.get_num_threads(),
+    from ..machine import cpu_name
+
+    info = {"cpu": cpu_name(), "cores": os.cpu_count(), "threads": torch.get_num_threads(),
             "os": platform.platform(terse=True), "python": platform.python_version(), "torch": torch.__version__,
             "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", "")}
     if pair.device.type == "cuda":

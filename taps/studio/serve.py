@@ -64,8 +64,9 @@ def default_workers() -> int:
 
     if torch.cuda.is_available():
         return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(4, cores // max(torch.get_num_threads(), 1)))
+    from ..machine import usable_cores
+
+    return max(1, min(4, usable_cores() // max(torch.get_num_threads(), 1)))
 
 
 @dataclass(eq=False)

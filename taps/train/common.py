@@ -18,6 +18,7 @@ import torch
 from tqdm import tqdm
 
 from taps.flags import add_flags, apply_flags, check_limits
+from taps.machine import usable_cores  # noqa: F401  (the training stages import it from here)
 
 CHOICES = {"schedule": ("steps", "time"), "label": ("prob", "greedy")}
 PAUSED_EXIT = 75  # EX_TEMPFAIL: paused by a signal; run the same command again to resume
@@ -89,10 +90,6 @@ def pick_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (Linux: its CPU affinity; macOS and Windows, which have no
-    `os.sched_getaffinity`: every core)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def cosine_lr(step: int, peak: float, warmup: int, max_steps: int, min_ratio: float,

@@ -33,18 +33,22 @@ def shipped(shipped_pair):
 _VERDICTS: dict[str, Verdict] = {}
 
 
-def facts(key: str, pair) -> dict:
-    """The card's facts on the shipped pair on this machine, worked out once per test process."""
+def verdict_of(key: str, pair) -> Verdict:
+    """The card's verdict on the shipped pair (the toy for a Learn card) on this machine, worked out
+    once per test process."""
     if key not in _VERDICTS:
-        _VERDICTS[key] = check(card(key), pair)
-    return _VERDICTS[key].facts
+        _VERDICTS[key] = check(card(key), None if card(key).page == "Learn" else pair)
+    return _VERDICTS[key]
+
+
+def facts(key: str, pair) -> dict:
+    return verdict_of(key, pair).facts
 
 
 @pytest.mark.parametrize("key", [c.key for c in CARDS])
 def test_every_card_has_an_answer_on_the_shipped_pair(shipped, key):
     item = card(key)
-    verdict = _VERDICTS.get(key) or check(item, None if item.page == "Learn" else shipped)
-    _VERDICTS[key] = verdict
+    verdict = verdict_of(key, shipped)
     assert verdict.ok, verdict.problems
     assert verdict.answer == item.answer(verdict.facts) and "{" not in verdict.answer
     for name in item.quotes:                                 # every quoted fact is written into the answer
@@ -219,8 +223,7 @@ def test_every_card_is_tested_on_the_page_it_opens():
 @pytest.mark.parametrize("key", STEP_CARDS)
 def test_a_step_cards_answer_is_on_the_page_it_opens(key, shipped, monkeypatch):
     item = card(key)
-    facts(key, shipped)
-    params = _VERDICTS[key].params                            # the card's link, or where its claim holds here
+    params = verdict_of(key, shipped).params                 # the card's link, or where its claim holds here
     at = open_card(item, monkeypatch, params)
     ctrl = at.session_state["step_controller"]
     assert ctrl.view == int(params["round"])

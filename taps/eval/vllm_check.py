@@ -179,7 +179,6 @@ def main(argv: list[str] | None = None) -> int:
         entries.append(entry)
     reference = [r["ids"] for r in next(e for e in entries if e["engine"] == "ours" and e["method"] == "plain (AR)")
                  ["result"]["rows"]]
-    # the AR entries first so that "÷ our AR" reads the right row
     text = table(entries, reference, args.spec_tokens)
     print(text)
     if args.out:

@@ -163,8 +163,6 @@ def _check_once(card: Challenge, pair) -> Verdict:
     return Verdict(not problems, facts, problems, card.answer(facts), params=card.params)
 
 
-
-
 class CardAnswers:
     """Each card's `check` on a pair, worked out once per pair and card (a card names its own
     profile) and kept: the model-free cards at once, the engine's as background jobs of the decode

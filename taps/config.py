@@ -16,13 +16,15 @@ from .calibrate import CALIBRATIONS
 from .flags import add_flags, check_range, field_default, field_limits, spec
 from .policies import DDTREE, TAPS, names, policy
 
-ESTIMATORS = ("marginal", "online", "learned")
+ESTIMATORS = ("marginal", "online", "learned", "selector")
 TAPS_MODES = TAPS.size_modes
 DDTREE_MODES = DDTREE.size_modes
 
 MAX_BUDGET = 1024
 MAX_NEW_TOKENS = 4096
 MAX_TEMPERATURE = 5.0
+NO_SELECTOR_ESTIMATOR = ("the 'selector' estimator reads DFlash2's path selector, and this pair ({name}) has none: "
+                         "train one with `python -m taps.train path_selector`, or load a DFlash2 drafter")
 NO_PATH_SELECTOR = ("this pair ({name}) has no DFlash2 path selector: train one for its drafter with "
                     "`python -m taps.train path_selector --out RUN --target PAIR/target --drafter PAIR/drafter` and "
                     "copy RUN/selector into the pair folder as selector/ (pair.json: \"selector\": \"selector\") or "
@@ -48,7 +50,8 @@ class DecodeConfig:
     temperature: float = _spec(0.0, "0: greedy; above 0: sampling, still lossless", 0.0, MAX_TEMPERATURE)
     seed: int = _spec(0, "seed of the sampling draws (T > 0)", 0, 2**31 - 1)
     max_new_tokens: int = _spec(128, "new tokens to generate at most", 1, MAX_NEW_TOKENS)
-    estimator: str = _spec("online", "TAPS's path-conditioned estimator", choices=ESTIMATORS)
+    estimator: str = _spec("online", "TAPS's path-conditioned estimator (selector: DFlash2's path selector's "
+                                     "transition scores, over its own pool of the top-K lattice)", choices=ESTIMATORS)
     calibration: str = _spec("online", "TAPS's reach calibration: online (the map shipped with the scorer, then "
                                        "this session's verdicts), static (the map only) or off (the estimator's "
                                        "raw reach)", choices=CALIBRATIONS)
@@ -91,6 +94,8 @@ class DecodeConfig:
             raise ValueError(NO_PATH_SELECTOR.format(name=pair.name))
         if chosen.uses_estimator and self.estimator == "learned" and pair.scorer is None:
             raise ValueError("the 'learned' estimator needs a trained TAPS scorer, and this pair has none")
+        if chosen.uses_estimator and self.estimator == "selector" and getattr(pair, "path_selector", None) is None:
+            raise ValueError(NO_SELECTOR_ESTIMATOR.format(name=pair.name))
 
     def with_run(self, selector: str, estimator: str | None = None, budget: int | None = None,
                  mode: str = "") -> "DecodeConfig":

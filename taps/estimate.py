@@ -9,6 +9,10 @@ estimators share one interface:
               drafter's favourite), shrunk toward its starting point while data are few: the
               marginal product through the shipped marginal map (the raw marginal without one).
 - `learned`:  the TAPS scorer network (`taps.scorer`).
+- `selector`: DFlash2's path selector read as an estimator (`SelectorEstimator`): q(b | a) is the
+              softmax of its transition score S_t(a, .) over the drafter's top-K candidates at t,
+              tempered as the target's logits are. It also picks its own pool: the best nodes of
+              the top-K lattice by that reach (a best-first heap), not the marginal's.
 
 Every estimator returns q <= 1, so reach never grows along a path. Its reach is then calibrated
 (`taps.calibrate`): the map shipped with the scorer, then this session's own verdicts.
@@ -16,14 +20,16 @@ Every estimator returns q <= 1, so reach never grows along a path. Its reach is 
 
 from __future__ import annotations
 
+import heapq
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from . import kernels
 from .calibrate import CALIBRATIONS, Calibrator, conditional
-from .config import ESTIMATORS
+from .config import ESTIMATORS, NO_SELECTOR_ESTIMATOR
 from .pool import Lattice
 from .scorer import ScorerTables
 from .tree import DraftTree, accumulate_down
@@ -55,6 +61,10 @@ class Estimator:
 
     def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
         raise NotImplementedError
+
+    def own_pool(self, root_token: int, lattice: Lattice, count: int) -> DraftTree | None:
+        """The candidate pool this estimator picks itself (None: TAPS's pool by marginal path score)."""
+        return None
 
     def observe(self, pool: DraftTree, edge_target: np.ndarray) -> None:
         """Learn from a verified round; `edge_target[i]` is the target's acceptance of pool node i
@@ -195,6 +205,103 @@ class LearnedEstimator(Estimator):
         return self.tables.edge_probs(pool, lattice)
 
 
+class SelectorEstimator(Estimator):
+    """DFlash2's path selector as TAPS's estimator. Per depth t the drafter's top-K candidates c_t
+    (K = the selector's `selector_top_k`) and, for a parent a at t-1, the selector's transition
+    distribution over them: q_t(b | a) = softmax_b(U_t(b) + <A(a) * H(h_t), B(b)> / T) (T = 0: no
+    scaling), with U_t the lattice's tempered log-probs: the distribution DFlash2's walk draws from,
+    here read as the chance the target accepts b once a is accepted. A node outside the top-K
+    lattice (its own or its parent's rank K or more) keeps the drafter's marginal.
+
+    Its pool (`own_pool`) is the `count` nodes of the top-K lattice with the highest raw reach, by
+    a best-first heap (q <= 1, so they are prefix-closed): a node the selector favours below a
+    low-ranked parent is a candidate even where the marginal product ranks it out of TAPS's usual
+    pool. The transition table [D, K, K] is computed once per lattice (one small batched product)."""
+
+    name = "selector"
+
+    def __init__(self, selector, temperature: float = 0.0):
+        self.selector, self.temperature = selector, float(temperature)
+        self._table: tuple | None = None
+
+    def table(self, root_token: int, lattice: Lattice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(log q [D, K, K], candidate ids [D, K], their drafter log-probs [D, K]): log q's entry
+        [t, i, j] is the log-prob of candidate j at depth t+1 given candidate i at depth t (every row
+        of depth 1: given the root)."""
+        last = self._table
+        if last is not None and last[0] is lattice and last[1] == root_token:
+            return last[2:]
+        if lattice.hidden is None:
+            raise ValueError("the selector estimator reads the drafter's hidden states, and this lattice has none")
+        depth = lattice.depth
+        candidates, unary = lattice.candidates(self.selector.top_k, depth)
+        with torch.inference_mode():
+            device = self.selector.predecessor_codebook.device
+            pairs = self.selector.transitions(int(root_token), lattice.hidden[:depth].to(device),
+                                              torch.as_tensor(candidates, device=device)).double().cpu().numpy()
+        scale = 1.0 / self.temperature if self.temperature > 0 else 1.0
+        scores = unary[:, None, :] + scale * pairs
+        logq = scores - scores.max(-1, keepdims=True)
+        logq -= np.log(np.exp(logq).sum(-1, keepdims=True))
+        self._table = (lattice, root_token, logq, candidates, unary)
+        return logq, candidates, unary
+
+    def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
+        q = np.exp(pool.marginal_logprob)
+        q[0] = 1.0
+        if pool.size == 0:
+            return q
+        logq = self.table(int(pool.tokens[0]), lattice)[0]
+        k = logq.shape[-1]
+        d, r = pool.depths[1:], pool.ranks[1:]
+        parent_rank = np.where(d == 1, 0, pool.ranks[pool.parents[1:]])
+        inside = np.flatnonzero((r < k) & (parent_rank < k) & (d <= logq.shape[0]))
+        q[inside + 1] = np.exp(logq[d[inside] - 1, parent_rank[inside], r[inside]])
+        return normalise_siblings(pool.parents, q)
+
+    def own_pool(self, root_token: int, lattice: Lattice, count: int) -> DraftTree:
+        return selector_heap(*self.table(int(root_token), lattice), int(root_token), int(count))
+
+
+def selector_heap(logq: np.ndarray, candidates: np.ndarray, marginal: np.ndarray, root_token: int,
+                  count: int) -> DraftTree:
+    """The `count` nodes of highest path log-q over the top-K lattice (entry [t, i, j] of `logq`:
+    candidate j at depth t+1 under candidate i at depth t), best first, as a DraftTree in the order
+    popped. Each popped node pushes its best child and its parent's next-best child after it, so a
+    pop costs a few heap operations; ties go to the node pushed first. `marginal` [D, K] are the
+    candidates' drafter log-probs (the nodes' DDTree score stays the marginal product)."""
+    horizon, k = logq.shape[0], logq.shape[-1]
+    order = np.argsort(-logq, axis=-1, kind="stable")           # [D, K, K] children best first
+    out_parent, out_depth, out_rank, out_path = [-1], [0], [0], [0.0]
+    heap: list = []
+    tie = 0
+    if count > 0 and horizon > 0 and k > 0:
+        heap.append((-logq[0, 0, order[0, 0, 0]], 0, 0, 1, 0))     # (-path, tie, parent, depth, j-th best)
+        tie = 1
+    while heap and len(out_parent) <= count:
+        neg, _, parent, depth, j = heapq.heappop(heap)
+        parent_rank = out_rank[parent] if depth > 1 else 0
+        rank = int(order[depth - 1, parent_rank, j])
+        index = len(out_parent)
+        out_parent.append(parent), out_depth.append(depth), out_rank.append(rank), out_path.append(-neg)
+        if j + 1 < k:                                            # the parent's next-best child
+            sibling = int(order[depth - 1, parent_rank, j + 1])
+            heapq.heappush(heap, (-(out_path[parent] + logq[depth - 1, parent_rank, sibling]), tie, parent, depth,
+                                  j + 1))
+            tie += 1
+        if depth < horizon:                                      # this node's best child
+            child = int(order[depth, rank, 0])
+            heapq.heappush(heap, (neg - logq[depth, rank, child], tie, index, depth + 1, 0))
+            tie += 1
+    parents, depths, ranks = (np.asarray(a, dtype=np.int64) for a in (out_parent, out_depth, out_rank))
+    rows = np.maximum(depths[1:] - 1, 0)
+    tokens = np.concatenate([[root_token], candidates[rows, ranks[1:]]]).astype(np.int64)
+    step = np.concatenate([[0.0], marginal[rows, ranks[1:]]])
+    path = accumulate_down(parents, depths, step)
+    return DraftTree(tokens=tokens, parents=parents, depths=depths, ranks=ranks, marginal_logprob=step,
+                     path_logprob=path, reach=np.exp(path))
+
+
 _TABLES: dict[int, tuple] = {}
 _TABLES_LOCK = threading.Lock()
 
@@ -216,6 +323,13 @@ def scorer_tables(pair) -> ScorerTables:
     return entry[0]
 
 
+def estimators_for(pair) -> list[str]:
+    """The estimators this pair can run, in `ESTIMATORS` order: the learned one needs its TAPS scorer,
+    the selector one its DFlash2 path selector."""
+    needs = {"learned": getattr(pair, "scorer", None), "selector": getattr(pair, "path_selector", None)}
+    return [e for e in ESTIMATORS if e not in needs or needs[e] is not None]
+
+
 def make_estimator(name: str, pair=None, calibration: str = "online", temperature: float = 0.0) -> Estimator:
     """A fresh estimator for one session (the online one learns from that session's rounds), its
     reach calibrated as `calibration` says (online, static or off) with the map the pair's scorer
@@ -224,6 +338,10 @@ def make_estimator(name: str, pair=None, calibration: str = "online", temperatur
         estimator = MarginalEstimator()
     elif name == "online":
         estimator = OnlineEstimator()
+    elif name == "selector":
+        if getattr(pair, "path_selector", None) is None:
+            raise ValueError(NO_SELECTOR_ESTIMATOR.format(name=getattr(pair, "name", "?")))
+        estimator = SelectorEstimator(pair.path_selector, temperature)
     elif name == "learned":
         if pair is None or pair.scorer is None:
             raise ValueError("the 'learned' estimator needs a trained TAPS scorer, and this pair has none")

@@ -42,6 +42,15 @@ class Lattice:
         self.full_logprobs = None
         return self
 
+    def candidates(self, k: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """The drafter's top-k tokens at depths 1..depth, best first, and their (tempered) log-probs
+        [depth, k] (DFlash2's candidates): the lattice's own columns when it is that wide, else from
+        its full log-probs."""
+        if self.width >= k or self.full_logprobs is None:
+            return self.tokens[:depth, :k], self.logprobs[:depth, :k]
+        values, ids = self.full_logprobs[:depth].topk(min(k, self.full_logprobs.shape[-1]), dim=-1)
+        return ids.cpu().numpy(), values.double().cpu().numpy()
+
     @property
     def depth(self) -> int:
         return self.tokens.shape[0]

@@ -112,6 +112,9 @@ class TapsSelector(Selector):
 
     def pool(self, root_token, lattice, cfg, ctx):
         caps = [c for c in (cfg.pool_factor * cfg.budget, cfg.score_cap) if c > 0]
+        own = ctx.estimator.own_pool(root_token, lattice, min(caps or [cfg.pool_cap])) if ctx.estimator else None
+        if own is not None:      # an estimator that picks its pool itself (the selector's heap)
+            return own
         if caps:   # the exact best nodes by marginal path score: prefix-closed, small, cheap to score
             return top_paths(root_token, lattice, min(caps), cfg.top_k)
         return candidate_pool(root_token, lattice, cfg.top_k, cfg.beam_width, cfg.pool_cap)
@@ -167,7 +170,7 @@ class DFlash2Selector(Selector):
         if lattice.hidden is None:
             raise ValueError("the DFlash2 selector reads the drafter's hidden states, and this lattice has none")
         depth = min(cfg.budget, lattice.depth)
-        candidates, unary = _candidates(lattice, selector.top_k, depth)
+        candidates, unary = lattice.candidates(selector.top_k, depth)
         with torch.inference_mode():
             device = selector.predecessor_codebook.device
             pairs = selector.transitions(int(root_token), lattice.hidden[:depth].to(device),
@@ -187,15 +190,6 @@ class DFlash2Selector(Selector):
 
     def estimate(self, pool, lattice, cfg, ctx):
         return np.cumprod(np.concatenate([[1.0], self.last_walk.chosen_prob]))
-
-
-def _candidates(lattice: Lattice, k: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """The drafter's top-k tokens at depths 1..depth, best first, and their (tempered) log-probs
-    [depth, k]: the lattice's own columns when it is that wide, else from its full log-probs."""
-    if lattice.width >= k or lattice.full_logprobs is None:
-        return lattice.tokens[:depth, :k], lattice.logprobs[:depth, :k]
-    values, ids = lattice.full_logprobs[:depth].topk(min(k, lattice.full_logprobs.shape[-1]), dim=-1)
-    return ids.cpu().numpy(), values.double().cpu().numpy()
 
 
 def _subclasses(cls: type) -> list[type]:

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from taps import DecodeSession, greedy_continuation, sample_continuation
 
 BUDGETS = (1, 2, 8, 32, 64)
+# the tiny pair has a path selector: DFlash2's chain and TAPS over its candidates (the selector estimator)
 RUNS = [("dflash", "marginal"), ("ddtree", "marginal"), ("taps", "marginal"), ("taps", "online"),
-        ("oracle", "marginal"), ("ar", "marginal"), ("dflash2", "marginal")]   # the tiny pair has a path selector
+        ("taps", "selector"), ("oracle", "marginal"), ("ar", "marginal"), ("dflash2", "marginal")]
 NEW_TOKENS = 24
 
 prompts = st.lists(st.integers(min_value=2, max_value=95), min_size=1, max_size=40)

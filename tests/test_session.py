@@ -68,8 +68,9 @@ def test_cli_compare_writes_rows(tiny_pair_dir, tmp_path, capsys):
                  "--dtype", "float64", "--out", str(out)]) == 0
     table = capsys.readouterr().out
     rows = json.loads(out.read_text())
-    # per prompt: ar + dflash x2 + ddtree x2 + taps x (2 estimators x 2) + oracle x2
-    assert len(rows) == 2 * (1 + 2 + 2 + 4 + 2)
+    # per prompt: ar + dflash x2 + ddtree x2 + taps x (3 estimators: marginal, online and, with the tiny
+    # pair's path selector, selector; x 2 budgets) + oracle x2
+    assert len(rows) == 2 * (1 + 2 + 2 + 6 + 2)
     need = {"prompt_id", "selector", "estimator", "budget", "token_ids", "text", "tau", "tokens_per_s",
             "speedup_vs_ar", "waste_share", "verified_nodes", "rounds"}
     for row in rows:

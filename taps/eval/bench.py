@@ -59,6 +59,7 @@ from tqdm import tqdm
 
 from ..config import DDTREE_MODES, TAPS_MODES, field_spec
 from ..cost_model import LatencyProfile
+from ..estimate import estimators_for
 from ..policies import REGISTRY, names
 from ..profiles import profile_path, saved_profile
 from . import measure
@@ -173,7 +174,7 @@ def _plan(args) -> _Plan:
     if not args.selectors:          # every policy this pair can run (DFlash2 needs a path selector)
         args.selectors = [name for name, entry in REGISTRY.items() if entry.runs_on(pair)]
     config = decode_config(args, taps_mode=args.taps_mode[0], ddtree_mode=args.ddtree_mode[0])
-    estimators = args.estimators or ["marginal", "online"] + (["learned"] if pair.scorer is not None else [])
+    estimators = args.estimators or estimators_for(pair)
     modes = {p.name: getattr(args, p.size_field) for p in REGISTRY.values() if p.size_field}
     jobs = plan_jobs(args.selectors, args.budgets, estimators, modes)
     for job in jobs:   # validate every setting before spending time

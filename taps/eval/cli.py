@@ -139,7 +139,9 @@ def cmd_compare(args) -> int:
     if args.chat:
         prompts = chat_format(prompts, pair.tokenizer, pair.name)
     config = decode_config(args)
-    estimators = args.estimators or ["marginal", "online"] + (["learned"] if pair.scorer is not None else [])
+    from ..estimate import estimators_for
+
+    estimators = args.estimators or estimators_for(pair)
     selectors = args.selectors or [name for name in names() if policy(name).runs_on(pair)]
     jobs = plan_jobs(selectors, args.budgets, estimators)
     for job in jobs:   # validate every setting before spending time

@@ -15,8 +15,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..config import ESTIMATORS, DecodeConfig, run_label
+from ..config import DecodeConfig, run_label
 from ..cost_model import LatencyProfile, default_sizes, monotone_fit
+from ..estimate import estimators_for
 from ..policies import AR, REGISTRY, TAPS, Policy, policy
 from ..profiles import profile_key, profile_path, saved_profile
 from ..roofline import model_shape
@@ -199,7 +200,7 @@ def measure_batch_host(pair, grid, batch: int = 8, rounds: int = 12,
     from ..batch import BatchSession
 
     out = {}
-    estimators = estimators or ("online", *(("learned",) if getattr(pair, "scorer", None) is not None else ()))
+    estimators = estimators or tuple(e for e in estimators_for(pair) if e != "marginal")
     runs = [(AR.run_label(), dict(selector=AR.name))]
     runs += [(entry.run_label(), dict(selector=entry.name, budget=8)) for entry in REGISTRY.values()
              if entry.needs_drafter and not entry.uses_estimator and not entry.hindsight and entry.runs_on(pair)]
@@ -259,8 +260,7 @@ def policies(pair) -> list[tuple[str, str]]:
     for entry in REGISTRY.values():
         if entry.hindsight or not entry.runs_on(pair):
             continue
-        estimators = ESTIMATORS if entry.uses_estimator else ("marginal",)
-        out += [(entry.name, e) for e in estimators if e != "learned" or pair.scorer is not None]
+        out += [(entry.name, e) for e in (estimators_for(pair) if entry.uses_estimator else ("marginal",))]
     return out
 
 

@@ -8,7 +8,8 @@ prompt is sampled again from the target at T (seeded), as a session at T writes 
 fitted on the greedy text instead, the maps were 7-14% over-confident in sessions at T = 0.7 on
 validation and out-of-corpus prompts (`docs/calibration.md`).
 
-1. per estimator (marginal product, learned scorer), per trace and budget B in 8-64: the run-time
+1. per estimator (marginal product, learned scorer, and DFlash2's path selector where the pair has
+   one), per trace and budget B in 8-64: the run-time
    pool (pool_factor x B nodes), the estimator's raw reach, and the B nodes of highest reach,
    as a session in reach mode verifies them, with each node's outcome (its path is the target's
    greedy path at T = 0; the product of the target's probabilities along it at T > 0);
@@ -17,7 +18,10 @@ validation and out-of-corpus prompts (`docs/calibration.md`).
    measured tau per budget and the ECE, raw and calibrated, and the equal-budget tau of each.
 
 The online estimator gets no map of its own: it starts from the marginal product's and learns
-from the session's verdicts on top of it.
+from the session's verdicts on top of it. The selector estimator picks its own pool at run time
+(the top-K lattice's best nodes by its reach); here it selects from the same verified pools as the
+others (every node's outcome is known there), so its map is fitted on the nodes it would pick from
+them. `--estimators selector` refits one estimator's maps and keeps the others' as they are.
 
     python -m taps.train calibrate --out RUN                      # RUN/drafter_data/val.npy -> RUN/scorer
     python -m taps.train calibrate --out RUN --pair assets/models/taps-code-10m --regenerate 512
@@ -35,13 +39,13 @@ import numpy as np
 import torch
 
 from taps.calibrate import DEPTH_BANDS, FIT_TEMPERATURES, Calibration, ReachMap, depth_band
-from taps.estimate import LearnedEstimator, MarginalEstimator, reach_from_edges, scorer_tables
+from taps.estimate import LearnedEstimator, MarginalEstimator, SelectorEstimator, reach_from_edges, scorer_tables
 from taps.flags import spec
 from taps.kernels import top_by_reach
 from taps.train.common import add_config_arguments, apply_arguments, usable_cores
 from taps.train.scorer import BUDGETS, ScorerTrainConfig, Trace, collect_traces, reliability, weights_fingerprint
 
-ESTIMATORS_FITTED = ("marginal", "learned")
+ESTIMATORS_FITTED = ("marginal", "learned", "selector")
 NO_DATA = ("no validation sequences at {data}: run the drafter stage first, give --data, or --regenerate N to "
            "regenerate N of them here")
 
@@ -52,6 +56,7 @@ class CalibrateConfig:
     temperatures: str = ",".join(f"{t:g}" for t in FIT_TEMPERATURES)
     anchors_per_sequence: int = spec(6, "pools drafted per regenerated sequence", 1)
     pool_factor: int = spec(4, "run-time pools of pool_factor x budget nodes (DecodeConfig's)", 1)
+    estimators: str = ",".join(ESTIMATORS_FITTED)
     seed: int = 5
 
 
@@ -200,7 +205,8 @@ def cached_traces(out: Path, pair, seqs: np.ndarray, prompt_len: int, cc: Calibr
     with this target and drafter (their weights; the scorer and its calibration play no part in a
     trace), these sequences and settings, else collected and saved there."""
     key = json.dumps([weights_fingerprint(pair.target, pair.drafter), int(seqs.shape[0]), int(seqs[:, :8].sum()),
-                      prompt_len, asdict(cc), temperature, "sampled contexts" if temperature > 0 else "greedy"])
+                      prompt_len, {k: v for k, v in asdict(cc).items() if k != "estimators"}, temperature,
+                      "sampled contexts" if temperature > 0 else "greedy"])
     path = out / "calibration_data" / f"traces-T{temperature:g}.pt"
     if path.exists():
         saved = torch.load(path, weights_only=False)
@@ -238,15 +244,22 @@ def main(args: argparse.Namespace) -> None:
     seqs = validation_sequences(out, data, pair, settings, args.regenerate)
     prompt_len = int(settings["prompt_len"])
     tc = ScorerTrainConfig(anchors_per_sequence=cc.anchors_per_sequence, pool_factor=cc.pool_factor)
-    estimators = {"marginal": MarginalEstimator(), "learned": LearnedEstimator(scorer_tables(pair))}
-    maps: dict[str, dict[float, ReachMap]] = {name: {} for name in estimators}
-    reports: dict = {name: {} for name in estimators}
+    chosen = [e.strip() for e in cc.estimators.split(",") if e.strip()]
+    unknown = sorted(set(chosen) - set(ESTIMATORS_FITTED))
+    if unknown or not chosen:
+        raise ValueError(f"--estimators takes some of {', '.join(ESTIMATORS_FITTED)}, got {cc.estimators!r}")
+    if "selector" in chosen and getattr(pair, "path_selector", None) is None:
+        chosen.remove("selector")            # a pair without DFlash2's path selector has no selector estimator
+    kept = Calibration.load(scorer_folder)
+    maps: dict[str, dict[float, ReachMap]] = {name: dict(by_t) for name, by_t in (kept.maps if kept else {}).items()
+                                              if name not in chosen}
+    reports: dict = {name: {} for name in chosen}
     t0 = time.time()
     for temperature in temps:
         traces = cached_traces(out, pair, seqs, prompt_len, cc, tc, temperature)
-        for name, estimator in estimators.items():
-            maps[name][temperature], reports[name][f"{temperature:g}"] = calibrate_estimator(
-                traces, estimator, temperature, cc.pool_factor)
+        for name in chosen:
+            maps.setdefault(name, {})[temperature], reports[name][f"{temperature:g}"] = calibrate_estimator(
+                traces, fitted_estimator(name, pair, temperature), temperature, cc.pool_factor)
             print_report(name, temperature, reports[name][f"{temperature:g}"])
     meta = {"pair": pair.name, "fitted_on": f"{cc.pools} pools per temperature from {data.name} (validation split; "
                                             "at T>0 its prompts continued by the target sampled at T)",
@@ -256,6 +269,15 @@ def main(args: argparse.Namespace) -> None:
     (out / "calibration_report.json").write_text(json.dumps({**meta, "seconds": round(time.time() - t0, 1),
                                                              "report": reports}, indent=1) + "\n")
     print(f"saved {path} and {out / 'calibration_report.json'} ({(time.time() - t0) / 60:.1f} min)")
+
+
+def fitted_estimator(name: str, pair, temperature: float):
+    """A fresh, uncalibrated estimator of this name for fitting its map at `temperature`."""
+    if name == "marginal":
+        return MarginalEstimator()
+    if name == "learned":
+        return LearnedEstimator(scorer_tables(pair))
+    return SelectorEstimator(pair.path_selector, temperature)
 
 
 def _part_folder(args: argparse.Namespace, out: Path, part: str) -> Path:

@@ -60,7 +60,8 @@ def test_every_round_keeps_the_drafters_top_k(taps_run):
 @pytest.mark.parametrize("number", [1, 3, 5, 6])
 def test_each_selectors_accepted_cells_are_the_targets_tokens(taps_run, number):
     record, view = view_of(taps_run, number)
-    assert [o.name for o in view.overlays] == [DFLASH.name, DFLASH2.name, DDTREE.name, TAPS.name]
+    # TAPS twice: with the run's estimator, and over DFlash2's candidates (the selector estimator)
+    assert [o.key for o in view.overlays] == [DFLASH.name, DFLASH2.name, DDTREE.name, "taps/online", "taps/selector"]
     assert not view.missing
     for item in view.overlays:
         accepted = sorted((d, r) for d, r, verdict in item.nodes if verdict == "accepted")
@@ -80,7 +81,8 @@ def test_each_selectors_accepted_cells_are_the_targets_tokens(taps_run, number):
     walk = next(o for o in view.overlays if o.name == DFLASH2.name)
     assert sorted(d for d, _, _ in walk.nodes) == list(range(1, len(walk.nodes) + 1))   # one cell per position
     own = next(o for o in view.overlays if o.own)
-    assert own.name == TAPS.name and view.run == (TAPS.label, record.tau, record.verified_nodes)
+    assert own.key == "taps/online" and view.run == (TAPS.label, record.tau, record.verified_nodes)
+    assert [o.key for o in view.overlays if o.own] == [own.key]
     other = probe_round(taps_run.pair, taps_run.tokens[: record.start + 1], taps_run.config.__class__(
         **{**taps_run.config.as_dict(), "selector": DDTREE.name}), DDTREE.name)
     ddtree = next(o for o in view.overlays if o.name == DDTREE.name)

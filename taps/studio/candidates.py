@@ -31,6 +31,7 @@ from ..record import DRAFT_TOP_K, Round
 from .failures import probe_round
 
 SHOWN = (DFLASH, DFLASH2, DDTREE, TAPS)          # the selectors the grid overlays, in drawing order
+SELECTOR = "selector"                            # TAPS's estimator over DFlash2's candidates: a fifth overlay
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,12 @@ class Overlay:
     @property
     def accepted(self) -> int:
         return sum(1 for _, _, verdict in self.nodes if verdict == "accepted")
+
+    @property
+    def key(self) -> str:
+        """Its run label without the budget: `ddtree`, `taps/online`, `taps/selector` (TAPS is drawn
+        twice where the pair has a path selector: with the run's estimator and over DFlash2's candidates)."""
+        return f"{self.name}/{self.estimator}" if self.estimator else self.name
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,21 @@ def overlay(record: Round, chosen: Policy, own: bool, top: list[list[int]]) -> O
                    record.estimator if chosen.uses_estimator else "")
 
 
+def shown_runs(pair, config: DecodeConfig) -> list[tuple[Policy, str]]:
+    """(policy, estimator) of each overlay, in drawing order: SHOWN's (TAPS with the run's estimator,
+    or the default one when the run's is the selector) and, where the pair has a path selector, TAPS
+    over DFlash2's candidates (the selector estimator)."""
+    runs = []
+    for chosen in SHOWN:
+        estimator = config.estimator if chosen.uses_estimator else ""
+        if estimator == SELECTOR:
+            estimator = DecodeConfig().estimator
+        runs.append((chosen, estimator))
+    if getattr(pair, "path_selector", None) is not None:
+        runs.append((TAPS, SELECTOR))
+    return runs
+
+
 def candidates_view(pair, record: Round, tokens: list[int], prompt_len: int, config: DecodeConfig,
                     rounds: list[Round], profile=None, k: int = DRAFT_TOP_K) -> CandidatesView:
     """The view of `record` (a round of the run whose whole sequence so far, prompt and output, is
@@ -108,21 +130,24 @@ def candidates_view(pair, record: Round, tokens: list[int], prompt_len: int, con
     context = tokens[: record.start + 1]
     remaining = config.max_new_tokens - (len(context) - prompt_len)
     own = policy(record.selector)
-    ran: dict[str, Round] = {}
+    ran: dict[tuple[str, str], Round] = {}
     missing = []
-    for chosen in SHOWN:
+    for chosen, estimator in shown_runs(pair, config):
         if not chosen.runs_on(pair):
             missing.append(f"{chosen.label}: this pair has no trained path selector")
             continue
-        other = probe_round(pair, context, replace(config, selector=chosen.name), chosen.name, profile=profile,
-                            index=record.index, remaining=remaining)
+        settings = replace(config, selector=chosen.name, estimator=estimator or config.estimator)
+        other = probe_round(pair, context, settings, chosen.name, profile=profile, index=record.index,
+                            remaining=remaining)
         if other is not None:
-            ran[chosen.name] = other
+            ran[(chosen.name, estimator)] = other
     grid_of = next((r for r in ran.values() if r.draft_top), None)
     if grid_of is None:
         raise ValueError("no selector drafted from this position: the candidates need a drafter")
     top = [list(row[:k]) for row in grid_of.draft_top]
-    found = {name: overlay(r, policy(name), name == own.name, top) for name, r in ran.items()}
+    own_key = (own.name, record.estimator if own.uses_estimator else "")
+    found = {key: overlay(r, policy(key[0]), key[0] == own.name and (not own.uses_estimator or key == own_key), top)
+             for key, r in ran.items()}
     texts = pair.token_texts
     # the target's tokens after the root: what the run decoded, and past it what the rounds here committed
     known = max([list(tokens[record.start + 1:])] + [r.committed_tokens for r in ran.values()], key=len)
@@ -134,6 +159,6 @@ def candidates_view(pair, record: Round, tokens: list[int], prompt_len: int, con
         tokens=tuple(tuple(row) for row in top), texts=tuple(tuple(texts(row)) for row in top),
         probs=tuple(tuple(float(p) for p in row[:k]) for row in grid_of.draft_top_prob),
         target=tuple(target), target_text=tuple(texts([t])[0] if t is not None else "" for t in target),
-        overlays=tuple(found[p.name] for p in SHOWN if p.name in found), recall=tuple(recall),
+        overlays=tuple(found.values()), recall=tuple(recall),
         recall_rounds=len(drafting), missing=tuple(missing), root_text=record.root_text,
         run=(own.label, record.tau, record.verified_nodes))

@@ -331,7 +331,7 @@ def candidates_facts(card: Challenge, pair) -> dict:
     session, record = _run_to(pair, link.prompt, config, link.round, profile)
     view = candidates_view(pair, record, session.tokens, len(session.prompt_ids), session.config, session.rounds,
                            profile=profile)
-    by = {o.name: o for o in view.overlays}
+    by = {o.key: o for o in view.overlays}
     walk = by[DFLASH2.name]
     miss = next(((d, r) for d, r, verdict in walk.nodes if verdict == "rejected"), (0, -1))
     rank = view.target_rank(1)
@@ -341,6 +341,31 @@ def candidates_facts(card: Challenge, pair) -> dict:
     for name in (DFLASH.name, DFLASH2.name, DDTREE.name):
         facts.update({f"{name}_tau": by[name].tau, f"{name}_verified": by[name].verified})
     return facts
+
+
+def selector_facts(card: Challenge, pair) -> dict:
+    """The Candidates view of the card's round, TAPS over DFlash2's candidates (the link's estimator,
+    `selector`) against DDTree from the same draft at the same budget: the first node TAPS verified that
+    DDTree did not, its verdict, its drafter rank and its parent's, and both trees' τ and nodes."""
+    from .candidates import candidates_view
+
+    link, config, profile = _step_link(card, pair)
+    session, record = _run_to(pair, link.prompt, config, link.round, profile)
+    view = candidates_view(pair, record, session.tokens, len(session.prompt_ids), session.config, session.rounds,
+                           profile=profile)
+    by = {o.key: o for o in view.overlays}
+    taps, ddtree = by[f"{TAPS.name}/selector"], by[DDTREE.name]
+    theirs = {(d, r) for d, r, _ in ddtree.nodes}
+    parent = {child: up for up, child in taps.edges}
+    kept = [(d, r, verdict) for d, r, verdict in taps.nodes if (d, r) not in theirs and r < view.k]
+    accepted = [n for n in kept if n[2] == "accepted"]
+    depth, rank, verdict = (accepted or kept or [(0, -1, "")])[0]
+    up = parent.get((depth, rank), (0, 0))
+    return {"title": _title(link), "round": record.number, "kept": len(kept), "kept_accepted": len(accepted),
+            "kept_text": visible_text(view.texts[depth - 1][rank]) if depth else "", "kept_depth": depth,
+            "kept_rank": rank + 1, "kept_verdict": verdict, "parent_rank": up[1] + 1,
+            "taps_tau": taps.tau, "taps_verified": taps.verified, "ddtree_tau": ddtree.tau,
+            "ddtree_verified": ddtree.verified, "estimator": taps.estimator}
 
 
 def size_facts(card: Challenge, pair) -> dict:
@@ -498,6 +523,25 @@ CARDS = [
         holds=lambda f: f["dflash_tau"] == 1 < (f["first_rank"] or 0) and f["dflash_tau"] < f["dflash2_tau"]
         < f["ddtree_tau"] and abs(f["dflash2_verified"] - f["ddtree_verified"]) <= 1
         and f["walk_rank"] != f["miss_rank"], search=_search(STEP_EXAMPLES, range(1, 21))),
+    Challenge(
+        "selector-keeps", "The selector keeps what the marginals drop",
+        "Open *Candidates* with TAPS over DFlash2's candidates (estimator *selector*, reach mode, budget 16) and "
+        "find a round where TAPS verifies a node that DDTree, ranking the same draft by the marginal product at "
+        "the same budget, leaves out, and the target accepts it.",
+        "DDTree's score for a node is the product of each token's marginal at its position, whatever came "
+        "before. DFlash2's path selector scores each token after its parent. Compare the two overlays cell by "
+        "cell: where does TAPS's tree have a node that DDTree's has not, and is it on the boxed target path?",
+        "*{title}*, round {round}: at position {kept_depth}, ‘{kept_text}’ is only the drafter's rank {kept_rank} "
+        "there (its parent: rank {parent_rank}). DDTree ranks nodes by the marginal product and leaves it out of "
+        "its {ddtree_verified} nodes (τ {ddtree_tau}). The selector's transition score makes it likely *after "
+        "that parent*, so TAPS verifies it, and the target accepts it: τ {taps_tau} with {taps_verified} nodes. "
+        "A marginal says how likely a token is at a position; the selector, how likely it is after this prefix, "
+        "which is what the target's verdict depends on.",
+        "Step_through", _taps_step("search", 5, "candidates", estimator="selector", taps_mode="reach", budget=16),
+        facts=selector_facts,
+        holds=lambda f: f["kept_accepted"] >= 1 and f["kept_verdict"] == "accepted" and f["kept_rank"] > 1
+        and f["taps_tau"] > f["ddtree_tau"] and f["taps_verified"] <= f["ddtree_verified"],
+        search=_search(STEP_EXAMPLES, range(1, 21))),
     Challenge(
         "deep-narrow", "Find a deep, narrow round",
         "Find a round where TAPS commits at least 10 tokens while verifying at most 16 nodes.",

@@ -27,14 +27,14 @@ TEXT_LEFT = -0.46                  # a token's text starts here (cell units from
 ENTRY = -0.48                      # where a selector's edge ends: just left of the child's text
 BAR = "rgba(86,180,233,0.35)"      # the probability bars (sky, light: the text on them stays readable)
 CHAINS = (DFLASH.name, DFLASH2.name)
-MARKER_PX = 10                     # a selector's marker
+MARKER_PX = 9                      # a selector's marker
 LANE_PX = MARKER_PX + 3            # a lane column's width
 ROUTE_PX = 10                      # room right of the lanes for the edges to turn towards the next column
 GAP_PX = 5                         # between a token's text and the first lane
 MIN_CHARS = 6                      # a token's text has room for this many characters at least
 FONT_PX = 15                       # the tokens' text, 14 to 16 px as the columns allow
-MIN_ROW_PX = 2 * LANE_PX           # a rank's row: 26 px, 14-16 px text with air, or two markers stacked
-MIN_ROWS = 5                       # ranks with a row of their own, however short the figure
+MIN_ROW_PX = 2 * LANE_PX           # a rank's row: 24 px, 14-16 px text with air, or two markers stacked
+MIN_ROWS = 4                       # ranks with a row of their own, however short the figure
 
 
 @dataclass(frozen=True)
@@ -257,13 +257,15 @@ def candidates_figure(view: CandidatesView, plot: Plot | None = None, prompt: st
     column_px = inner / (shown + 0.6)                  # the root's column is 0.6 wide
     font_px = int(max(FONT_PX - 1, min(16, column_px / 8)))
     k = view.k
-    top_guess = 44 + 3 * 20 + 34 + 26                  # a title, three subtitle lines, the legend, the axis
-    fit = int((plot.height - top_guess - 20) // MIN_ROW_PX) - 3
-    rows = _Rows(max(MIN_ROWS, min(k, fit if fit < k else k)), k)
-    title, title_px = figure_title(_title_lines(view, shown, rows.shown, prompt), plot)
     legend_px = 24 * _legend_rows(["the target's token (hindsight)"] + [_legend_name(o) for o in view.overlays],
                                   plot.width) + 10
-    top = title_px + legend_px + 26                    # the legend's rows, then the positions' axis above the grid
+    top = 44 + 3 * 20 + legend_px + 26                 # a guess first: a title and three subtitle lines
+    for _ in range(2):                                 # then the title's own lines
+        room = int((plot.height - top - 20) / MIN_ROW_PX - 0.2)    # rows that fit, besides the y range's 0.2
+        # every rank and three rows more (outside the top k, two headroom rows), or one more for the ranks left
+        rows = _Rows(k if room >= k + 3 else max(MIN_ROWS, room - 4), k)
+        title, title_px = figure_title(_title_lines(view, shown, rows.shown, prompt), plot)
+        top = title_px + legend_px + 26                # the legend's rows, then the positions' axis above the grid
     height = max(plot.height, top + MIN_ROW_PX * (rows.total + 0.2) + 20)
     row_px = (height - top - 20) / (rows.total + 0.2)  # the y range is rows.total + 0.2 rows tall
     lanes = Lanes(selectors, column_px, row_px)

@@ -777,3 +777,24 @@ def test_candidate_recall_counts_the_targets_token_among_the_drafters_candidates
     first = table[0]
     accepted_first = sum(1 for r in session.rounds if r.accepted)
     assert first["recall@16"] * first["rounds"] >= accepted_first
+
+
+def test_long_chart_titles_wrap_to_the_charts_width():
+    """A chart's title and subtitle lines each fit the chart's width at their font (Source Sans's
+    widest average glyph): the batch sweep's subtitle, with a profile measured on a long CPU name at
+    a date and time, wraps to two lines instead of running off the right edge (the browser test
+    measures the drawn lines)."""
+    from taps.studio.figures.style import CHART_PX, SUP, TEXT_EM, chart_title, fit_lines
+
+    profile = ("reference latency profile of taps-code-10m, measured on the Intel(R) Xeon(R) Platinum 8481C CPU "
+               "@ 2.70GHz (2 cores), 2026-12-07 19:31 UTC")
+    fig = figures.batch_figure({"TAPS": [(1, 1.5), (2, 1.2)]}, {"TAPS": "taps/online"}, f"“def f(x…”, on the {profile}")
+    lines = fig.layout.title.subtitle.text.split("<br>")
+    assert len(lines) == 2 and lines[-1].endswith("19:31 UTC")
+    assert all(len(html.unescape(line)) * TEXT_EM * 13 <= CHART_PX - 30 for line in lines)
+    assert fig.layout.margin.t >= 24 + 22 + 2 * 18                        # room for the title and both lines
+    markup, px = chart_title("modelled speed-up", f"on {profile}'s profile", 250, 17)
+    subs = [line.removeprefix("<sup>").removesuffix("</sup>") for line in markup.split("<br>")[1:]]
+    assert len(subs) >= 4 and all(len(html.unescape(s)) * TEXT_EM * SUP * 17 <= 250 for s in subs)
+    assert px >= 1.3 * 17 * (1 + len(subs))
+    assert fit_lines("a b", 900, 13) == ["a b"] and fit_lines("x" * 200, 100, 13) == ["x" * 200]

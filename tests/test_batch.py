@@ -116,7 +116,8 @@ def test_the_batch_command_prints_throughput_per_batch_and_selector(tiny_pair_di
 BAD_NUMBERS = [(["bench", "--batch", "0"], "--batch must be sizes of at least 1"),
                (["bench", "--batch", "2", "--repeats", "0"], "--repeats must be a whole number of at least 1"),
                (["headroom", "--depths", "0"], "--depths must be a whole number of at least 1"),
-               (["headroom", "--limit", "-1"], "--limit must be a whole number of at least 0")]
+               (["headroom", "--limit", "0"], "--limit must be a whole number of at least 1"),
+               (["bench", "--batch", "2", "--limit", "0"], "--limit must be a whole number of at least 1")]
 
 
 @pytest.mark.parametrize("flags,message", BAD_NUMBERS)
@@ -171,7 +172,7 @@ def test_a_planned_batch_verifies_less_per_request_when_the_forward_costs_more(t
 def test_a_plan_needs_the_verify_cost_at_a_batch(tiny_pair):
     from conftest import fixed_profile
 
-    with pytest.raises(ValueError, match="python -m taps batch --measure"):
+    with pytest.raises(ValueError, match=r"python -m taps.bench --batch \.\.\. --measure"):
         BatchSession(tiny_pair, [[5, 17, 33]], profile=fixed_profile(tiny_pair), plan="taps-batch")
     with pytest.raises(ValueError, match="unknown batch plan 'tree-batch'"):
         BatchSession(tiny_pair, [[5, 17, 33]], profile=batch_profile(tiny_pair), plan="tree-batch")

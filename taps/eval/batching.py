@@ -98,6 +98,22 @@ def _profile(args, pair, runs: dict):
     return profile
 
 
+def _chosen(args, pair, config) -> tuple[list[str], dict, object]:
+    """The methods that run (AR first; without --selectors every policy the pair can run and the batch
+    plans, these only where the profile has a verify cost at a batch), their runs and the profile."""
+    chosen = args.selectors or [*(name for name in names() if policy(name).runs_on(pair)), *PLANS]
+    methods = [AR.name, *(m for m in chosen if m != AR.name)]
+    runs = _runs(methods, config)
+    for settings, _ in runs.values():
+        settings.validate(pair)
+    profile = _profile(args, pair, runs)
+    if not args.selectors and of_profile(profile) is None:      # the default's plans need a verify cost at a batch
+        methods = [m for m in methods if m not in PLANS]
+        print(f"# {', '.join(PLANS)} left out: this profile has no verify cost at a batch (--measure measures it)",
+              file=sys.stderr)
+    return methods, {m: runs[m] for m in methods}, profile
+
+
 def modelled_seconds(profile, label: str, steps: list[tuple[int, int, bool]]) -> float:
     """Seconds of batched steps [(requests, width, drafted)] on `profile`'s clock: each request's
     round cost besides the forward for `label` (AR's for AR and for a plan's steps that drafted
@@ -109,18 +125,8 @@ def modelled_seconds(profile, label: str, steps: list[tuple[int, int, bool]]) ->
 def run_batch_command(args, plots=None) -> int:
     """The command; `plots(figures, folder)` draws --plot's figures (`taps.studio.plots.write_batch_plots`)."""
     suite, prompts, pair, config = suite_setup(args)
-    chosen = args.selectors or [*(name for name in names() if policy(name).runs_on(pair)), *PLANS]
-    methods = [AR.name, *(m for m in chosen if m != AR.name)]
-    runs = _runs(methods, config)
-    for settings, _ in runs.values():
-        settings.validate(pair)
-    profile = _profile(args, pair, runs)
+    methods, runs, profile = _chosen(args, pair, config)
     grid = of_profile(profile)
-    if not args.selectors and grid is None:       # the default's plans need a verify cost at a batch
-        methods = [m for m in methods if m not in PLANS]
-        runs = {m: runs[m] for m in methods}
-        print(f"# {', '.join(PLANS)} left out: this profile has no verify cost at a batch (--measure measures it)",
-              file=sys.stderr)
     if args.price and grid is None:
         raise ValueError(f"{args.price} has no verify cost at a batch to price rounds with")
 

@@ -91,7 +91,8 @@ class BatchSession:
             self.batch_verify = of_profile(profile)
             if self.batch_verify is None:
                 raise ValueError(f"the batch plan '{plan}' sizes trees from the verify cost at a batch, and this "
-                                 "latency profile has none: measure it with `python -m taps batch --measure`")
+                                 "latency profile has none: measure it with `python -m taps.bench --batch ... "
+                                 "--measure`")
             overrides = {**overrides, "selector": TAPS.name, "taps_mode": "reach"}
         self.requests = [DecodeSession(pair, prompt, config, profile=profile, **overrides) for prompt in prompts]
         if plan == "chain-batch":

@@ -113,10 +113,35 @@ def test_the_batch_command_prints_throughput_per_batch_and_selector(tiny_pair_di
     assert all(r[3] == "0.0" for r in rows if r[1] == "ar") and all(0 < float(r[3]) <= 8 for r in rows if r[1] != "ar")
 
 
+def test_the_batch_command_runs_what_the_other_commands_run_by_default(tiny_pair_dir, tmp_path, capsys):
+    """Without --selectors the batch mode runs every policy the pair can run, as compare and the
+    sweep do, and says why it leaves the batch plans out: a profile with no verify cost at a batch."""
+    from taps.bench import main
+    from taps.policies import REGISTRY
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "def f():"}\n')
+    profile = tmp_path / "profile.json"
+    from conftest import fixed_profile
+
+    from taps.pair import load_pair
+
+    pair = load_pair(str(tiny_pair_dir), device="cpu")
+    fixed_profile(pair).save(profile)
+    assert main(["--pair", str(tiny_pair_dir), "--prompt-file", str(prompts), "--batch", "1", "--budget", "4",
+                 "--max-new-tokens", "4", "--ignore-eos", "--repeats", "1", "--profile", str(profile)]) == 0
+    captured = capsys.readouterr()
+    shown = [line.split(" | ")[1] for line in captured.out.splitlines()
+             if line.startswith("| ") and not line.startswith("| batch")]
+    assert shown == [name for name, entry in REGISTRY.items() if entry.runs_on(pair)]
+    assert "taps-batch, chain-batch left out: this profile has no verify cost at a batch" in captured.err
+
+
 BAD_NUMBERS = [(["bench", "--batch", "0"], "--batch must be sizes of at least 1"),
                (["bench", "--batch", "2", "--repeats", "0"], "--repeats must be a whole number of at least 1"),
                (["headroom", "--depths", "0"], "--depths must be a whole number of at least 1"),
-               (["headroom", "--limit", "-1"], "--limit must be a whole number of at least 0")]
+               (["headroom", "--limit", "0"], "--limit must be a whole number of at least 1"),
+               (["bench", "--batch", "2", "--limit", "0"], "--limit must be a whole number of at least 1")]
 
 
 @pytest.mark.parametrize("flags,message", BAD_NUMBERS)
@@ -171,7 +196,7 @@ def test_a_planned_batch_verifies_less_per_request_when_the_forward_costs_more(t
 def test_a_plan_needs_the_verify_cost_at_a_batch(tiny_pair):
     from conftest import fixed_profile
 
-    with pytest.raises(ValueError, match="python -m taps batch --measure"):
+    with pytest.raises(ValueError, match=r"python -m taps.bench --batch \.\.\. --measure"):
         BatchSession(tiny_pair, [[5, 17, 33]], profile=fixed_profile(tiny_pair), plan="taps-batch")
     with pytest.raises(ValueError, match="unknown batch plan 'tree-batch'"):
         BatchSession(tiny_pair, [[5, 17, 33]], profile=batch_profile(tiny_pair), plan="tree-batch")

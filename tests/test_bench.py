@@ -487,17 +487,78 @@ def test_edge_table_takes_each_runs_best_of_both_and_checks_the_bar(tmp_path, ca
     assert "| humaneval | 0 | 2 | 1.025x | 0.950x | no (bar 1.08x, floor 1.00x) |" in text
 
 
-def test_one_name_for_a_prompt_file_and_help_lists_every_mode(capsys):
-    """`--prompt-file` names a prompt file in every command (the sweep, its batch mode, taps
-    generate/compare/headroom); the sweep still takes its old `--prompts`; its --help names the
-    batch mode."""
+def command_flags() -> dict[str, dict[str, object]]:
+    """Every command's flags, by option string: taps generate/compare/headroom, taps.bench's sweep and
+    its batch mode."""
+    import argparse
+
     from taps.eval.batching import build_parser as batch_parser
     from taps.eval.bench import build_parser
     from taps.eval.cli import build_parser as cli_parser
 
-    assert build_parser().parse_args(["--prompt-file", "p.jsonl"]).prompts == "p.jsonl"
-    assert build_parser().parse_args(["--prompts", "p.jsonl"]).prompts == "p.jsonl"
+    commands = next(a for a in cli_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    parsers = {name: commands[name] for name in ("generate", "compare", "headroom")}
+    parsers |= {"bench": build_parser(), "bench --batch": batch_parser()}
+    return {name: {flag: action for action in parser._actions for flag in action.option_strings if flag != "-h"}
+            for name, parser in parsers.items()}
+
+
+def meaning(action) -> tuple:
+    """What a flag does: what it stores, where, by default, from which choices, under which names, and
+    what its type makes of sample values."""
+    parsed = []
+    for sample in ("8", "8,16", "0.5", "x"):
+        try:
+            parsed.append(action.type(sample) if action.type is not None else sample)
+        except Exception:
+            parsed.append("refused")
+    return (type(action).__name__, action.dest, repr(action.default), tuple(action.choices or ()),
+            tuple(map(str, parsed)), tuple(sorted(action.option_strings)))
+
+
+# flags that share a name and differ, each for a reason a user is told in its help
+DIFFERENT = {"--out": "compare writes its rows to a JSON file; the sweep's --out is the folder it resumes from"}
+SEVERAL = ("--taps-mode", "--ddtree-mode")     # the sweep takes several, comma-separated, each a run of its own
+
+
+def test_a_flag_means_the_same_in_every_command_with_the_same_default():
+    """A flag two commands share is one flag: the same dest, default, choices, type and aliases (the
+    prompt file, --limit, --suite, --selectors, --budgets, --estimators, every decode setting); the
+    sweep's size modes are lists of what the others take one of, with the same default."""
+    flags = command_flags()
+    shared = {flag for name, mine in flags.items() for flag in mine
+              if sum(flag in other for other in flags.values()) > 1}
+    for flag in sorted(shared - set(DIFFERENT) - set(SEVERAL)):
+        seen = {name: meaning(mine[flag]) for name, mine in flags.items() if flag in mine}
+        assert len(set(seen.values())) == 1, (flag, seen)
+    for flag in SEVERAL:
+        one = flags["generate"][flag]
+        assert all(meaning(flags[name][flag]) == meaning(one) for name in ("compare", "headroom", "bench --batch"))
+        several = flags["bench"][flag]
+        assert several.dest == one.dest and several.default == [one.default]
+        assert all(several.type(choice) == [choice] for choice in one.choices)
+    for flag in ("--prompt-file", "--limit", "--suite"):          # every command that reads a suite or a file
+        assert all(flag in flags[name] for name in ("headroom", "bench", "bench --batch")), flag
+    assert flags["bench"]["--limit"].default is None and flags["bench --batch"]["--limit"].default is None
+    assert flags["compare"]["--budgets"].default == flags["bench"]["--budgets"].default
+    assert flags["bench --batch"]["--selectors"].default is None
+    assert not {"--budget", "--selector", "--estimator"} & set(flags["bench"])   # the sweep takes lists of them
+    assert set(DIFFERENT) <= shared
+
+
+def test_one_name_for_a_prompt_file_and_help_lists_every_mode(capsys):
+    """`--prompt-file` names a prompt file in every command (the sweep, its batch mode, taps
+    generate/compare/headroom); the sweep still takes its old `--prompts`; `--help` names every
+    mode: the sweep's names the batch mode, the CLI's its three commands."""
+    from taps.eval.batching import build_parser as batch_parser
+    from taps.eval.bench import build_parser
+    from taps.eval.cli import build_parser as cli_parser
+
+    assert build_parser().parse_args(["--prompt-file", "p.jsonl"]).prompt_file == "p.jsonl"
+    assert build_parser().parse_args(["--prompts", "p.jsonl"]).prompt_file == "p.jsonl"
     assert batch_parser().parse_args(["--batch", "1", "--prompt-file", "p.jsonl"]).prompt_file == "p.jsonl"
     assert cli_parser().parse_args(["compare", "--prompt-file", "p.jsonl"]).prompt_file == "p.jsonl"
     help_text = build_parser().format_help()
     assert "--batch 1,2,4,8,16" in help_text and "--prompt-file" in help_text
+    cli_help = cli_parser().format_help()
+    assert all(name in cli_help for name in ("generate", "compare", "headroom", "python -m taps.bench"))

@@ -115,9 +115,9 @@ def test_the_figure_boxes_the_target_and_draws_every_selector(taps_run):
     from taps.studio.layout import Plot
 
     _, view = view_of(taps_run, 3)
-    fig = candidates_figure(view, Plot(width=1240, height=560), PROMPT)
+    fig = candidates_figure(view, Plot(width=1240, height=800), PROMPT)
     shown = fig.layout.meta["positions"]
-    assert 1 <= shown <= view.depth and fig.layout.meta["rows"] == DRAFT_TOP_K
+    assert 1 <= shown <= view.depth and fig.layout.meta["rows"] == DRAFT_TOP_K     # tall enough for every rank
     boxes = next(t for t in fig.data if t.name == "the target's token (hindsight)")
     boxed = sum(1 for d in range(1, shown + 1) if view.target_rank(d) is not None)
     assert list(boxes.x).count(None) == boxed
@@ -144,3 +144,84 @@ def test_the_step_page_opens_the_view_from_a_link(monkeypatch):
     charts = [el for el in at.get("plotly_chart") if el.key == "step_candidates_chart"]
     assert charts and "Round 3: the drafter's top 16" in charts[0].proto.spec
     assert at.query_params["view"] == "candidates"
+
+
+def _boxes(fig, plot):
+    """The grid's token texts and the selectors' markers as pixel boxes (left, right, top, bottom), and
+    the selectors' edges as pixel polylines, from the figure's own axes and margins."""
+    import html
+
+    from taps.studio.figures.candidates import MARKER_PX
+    from taps.studio.layout import CHAR_EM
+
+    layout, margin = fig.layout, fig.layout.margin
+    (x0, x1), (y0, y1) = layout.xaxis.range, layout.yaxis.range
+    width, height = plot.width - margin.l - margin.r, layout.height - margin.t - margin.b
+
+    def px(x, y):
+        return margin.l + (x - x0) / (x1 - x0) * width, margin.t + (y - y1) / (y0 - y1) * height
+
+    grid = next(t for t in fig.data if t.mode == "text" and t.hovertext)
+    font = grid.textfont.size
+    texts = []
+    for x, y, text in zip(grid.x, grid.y, grid.text):
+        left, middle = px(x, y)
+        texts.append((left, left + len(html.unescape(text)) * CHAR_EM * font, middle - font / 2, middle + font / 2))
+    markers, edges = [], []
+    for trace in fig.data:
+        if trace.mode == "markers":
+            for x, y in zip(trace.x, trace.y):
+                cx, cy = px(x, y)
+                half = MARKER_PX / 2 + 1
+                markers.append((cx - half, cx + half, cy - half, cy + half))
+        elif trace.mode == "lines" and trace.name is None and trace.fill is None:      # a selector's edges
+            points = list(zip(trace.x, trace.y))
+            for a, b in zip(points, points[1:]):
+                if None not in a and None not in b:
+                    edges.append((px(*a), px(*b)))
+    return texts, markers, edges, grid
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def _crosses(segment, box) -> bool:
+    (xa, ya), (xb, yb) = segment
+    for step in range(61):
+        t = step / 60
+        x, y = xa + (xb - xa) * t, ya + (yb - ya) * t
+        if box[0] + 1 < x < box[1] - 1 and box[2] + 1 < y < box[3] - 1:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_no_marker_or_edge_covers_a_token_and_rows_stay_readable_at_1280x720(taps_run, extra):
+    """At the Step page's size at 1280x720 (900 x ~500 px): every rank's row at least 24 px, each token
+    at least 6 characters; no selector's marker on a token's text (the rank-1 row included) and no
+    edge across one; with a fifth selector (the lead's TAPS over DFlash2's candidates, drawn here as
+    a copy of TAPS's round) the same, in a lane of its own."""
+    from dataclasses import replace
+
+    from taps.studio.figures import candidates_figure
+    from taps.studio.layout import plot_for
+
+    _, view = view_of(taps_run, 3)
+    if extra:
+        taps_round = next(o for o in view.overlays if o.name == TAPS.name)
+        view = replace(view, overlays=view.overlays + (replace(taps_round, label="TAPS over DFlash2", own=False),))
+    plot = plot_for(900, 500)
+    fig = candidates_figure(view, plot, PROMPT)
+    meta = fig.layout.meta
+    assert meta["row_px"] >= 24 and meta["rows"] >= 6 and meta["chars"] >= 6 and meta["font_px"] >= 14
+    assert meta["positions"] >= 4 and fig.layout.height <= plot.height            # one screen once scrolled to
+    assert len(set(zip(meta["lanes"], [i % 2 for i in range(len(view.overlays))]))) == len(view.overlays)
+    texts, markers, edges, grid = _boxes(fig, plot)
+    assert len(texts) >= meta["positions"] * meta["rows"] and markers and edges
+    first_row = [box for box, y in zip(texts, grid.y) if y == 1]
+    assert len(first_row) == meta["positions"]
+    for marker in markers:
+        assert not any(_overlap(marker, text) for text in texts), marker
+    for segment in edges:
+        assert not any(_crosses(segment, text) for text in texts), segment

@@ -14,6 +14,7 @@ from taps.studio.layout import (
     LABEL_ROW,
     LABEL_SIZES,
     Plot,
+    column_chars,
     cut_label,
     fit_tree,
     font_for_width,
@@ -78,10 +79,10 @@ def test_labels_never_overlap_fit_their_column_and_keep_the_path(seed, size, wid
     assert all(v in layout.labels for v in path)                            # the path is always labelled
     boxes = {v: layout.label_box(v) for v in layout.labels}
     for v, box in boxes.items():
-        depth = layout.pos[v][0]
+        x, after = layout.pos[v][0], layout.depth_x[layout.depths[v] + 1]     # its column's x and the next one's
         if layout.label_chars >= 1:                                         # a column with room for a glyph
-            assert box[1] + 9 * plot.marker_scale <= (depth + 1.5) * layout.column_px + 1   # before the next one
-        assert box[0] - (depth + 0.5) * layout.column_px >= 10.5 * plot.marker_scale    # beyond the marker
+            assert box[1] + 9 * plot.marker_scale <= (after + 0.5) * layout.column_px + 1   # before the next one
+        assert box[0] - (x + 0.5) * layout.column_px >= 10.5 * plot.marker_scale    # beyond the marker
         assert all(not overlap(box, other) for u, other in boxes.items() if u > v)
     assert all(text for text in layout.labels.values())
     real = [v for v in layout.labels if v not in layout.groups]
@@ -190,3 +191,28 @@ def test_the_bonus_star_has_room_of_its_own(width):
     assert min(gaps(plain, 3)) == pytest.approx(plot.label_row)
     assert min(gaps(starred, 3)) >= (plot.star_row + plot.label_row) / 2 - 0.5
     assert plot.star_row > plot.label_row
+
+
+def test_the_accepted_path_and_rejected_siblings_keep_their_whole_tokens_where_there_is_room():
+    """A round at the Step page's size at 1280x720 (900x610): the accepted path and the rejected
+    siblings (the `whole` labels) show their whole token up to 12 characters, their columns
+    widened at the expense of short ones; only the other labels (waste here) are cut. In a plot
+    too narrow for that, a whole label still gets at least what equal columns would give it."""
+    texts = {0: "␣Parameters", 1: "⏎␣␣␣", 2: "␣parse_value", 3: "(", 4: "␣text", 5: ")", 6: ":",
+             7: "␣validate_it", 8: "␣handle_everything", 9: "␣x", 10: "␣y", 11: "␣z"}
+    parents = [-1, 0, 1, 2, 3, 4, 5, 1, 7, 6, 6, 6]
+    path, rejected, waste = [0, 1, 2, 3, 4, 5, 6], [7], [8]
+    kinds = {v: "path" for v in path} | {7: "rejected", 8: "waste"}
+    wide = fit_tree(parents, {v: (v,) for v in range(12)}, list(range(9)), [9, 10, 11], path + rejected + waste,
+                    texts, plot_for(900, 610), keep=len(path), kinds=kinds, whole=path + rejected)
+    assert all(wide.labels[v] == texts[v] for v in path + rejected)
+    assert wide.labels[8].endswith("…") and len(wide.labels[8]) < len(texts[8])     # the other labels are cut
+    assert wide.chars_at[2] >= 12 > column_chars(plot_for(900, 610), wide.columns)   # equal columns would cut it
+    assert wide.depth_x == sorted(wide.depth_x) and wide.depth_x[-1] < wide.columns - 0.5
+    narrow_plot = plot_for(760, 610)
+    narrow = fit_tree(parents, {v: (v,) for v in range(12)}, list(range(9)), [9, 10, 11], path + rejected + waste,
+                      texts, narrow_plot, keep=len(path), kinds=kinds, whole=path + rejected)
+    equal = column_chars(narrow_plot, narrow.columns)
+    assert equal >= 3 and all(len(narrow.labels[v]) >= min(len(texts[v]), equal) for v in path + rejected)
+    assert len(narrow.labels[2]) > equal
+    assert any(narrow.labels[v] != texts[v] for v in path + rejected)           # no room for all: cut, not dropped

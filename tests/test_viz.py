@@ -163,6 +163,47 @@ def test_figures_of_a_known_round():
     assert "they agree this round" in same.layout.title.subtitle.text and same.layout.meta["differ"] == 0
 
 
+def deep_round() -> Round:
+    """A round six tokens deep, as round 19 of the first shipped example draws it: root
+    "␣Parameters", accepted "⏎␣␣␣", "␣----------", "⏎␣␣␣", "␣n", "␣:", "␣int"; a rejected sibling
+    "␣==========" at depth 2 with waste under it; pool nodes at depth 7."""
+    texts = ["␣Parameters", "⏎␣␣␣", "␣----------", "⏎␣␣␣", "␣n", "␣:", "␣int", "␣==========", "⏎␣␣␣",
+             "␣n_features_in", " p0", " p1"]
+    parents = [-1, 0, 1, 2, 3, 4, 5, 1, 7, 8, 6, 6]
+    status = ["root"] + ["accepted"] * 6 + ["rejected", "waste", "waste", "unselected", "unselected"]
+    depths = [0]
+    for v in range(1, len(parents)):
+        depths.append(depths[parents[v]] + 1)
+    n = len(texts)
+    marginal = [1.0] + [0.6] * (n - 1)
+    selected = [v for v in range(n) if status[v] != "unselected"]
+    return Round(
+        index=18, selector="taps", estimator="online", budget=32, temperature=0.0, start=40, root_token=100,
+        root_text=texts[0], pool_tokens=list(range(100, 100 + n)), pool_texts=texts, pool_parents=parents,
+        pool_depths=depths, pool_ranks=[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1], pool_marginal=marginal,
+        pool_path_marginal=marginal, pool_reach=marginal, selected=selected,
+        target_prob=[1.0 if s in ("root", "accepted") else 0.0 if s != "unselected" else None for s in status],
+        status=status, accepted=[1, 2, 3, 4, 5, 6], bonus_token=500, bonus_text=":", committed_tokens=[101, 500],
+        tau=7, verified_nodes=len(selected) - 1, waste_nodes=2, rejected_siblings=1, expected_tau=3.0, timings={})
+
+
+def test_the_accepted_path_and_rejected_siblings_show_whole_tokens_at_1280x720():
+    """At the Step page's size at 1280x720 (900x610), in the chart and in the light figure, the
+    accepted path and the rejected sibling keep their whole token (equal depth columns cut them
+    to five characters); a waste label longer than its column is cut."""
+    from taps.studio.figures.light import light_svg
+    from taps.studio.layout import plot_for
+
+    record = deep_round()
+    fig = figures.verdict_figure(record, plot=plot_for(900, 610))
+    labels = list(traces(fig, "token labels")[0].text)
+    for v in [0, 1, 2, 3, 4, 5, 6, 7]:
+        assert html.escape(record.pool_texts[v], quote=False) in labels, (record.pool_texts[v], labels)
+    assert any(label.startswith("␣n_") and label.endswith("…") for label in labels)     # the waste: cut
+    svg = light_svg(fig, 900)
+    assert "␣Parameters" in svg and "␣==========" in svg and "␣----------" in svg
+
+
 def test_explanations_compare_and_count_waste():
     record = synthetic_round(waste_nodes=4, verified_nodes=5)
     ddtree = synthetic_round(selector="ddtree", accepted=[1, 2, 3, 4, 5])
@@ -736,3 +777,24 @@ def test_candidate_recall_counts_the_targets_token_among_the_drafters_candidates
     first = table[0]
     accepted_first = sum(1 for r in session.rounds if r.accepted)
     assert first["recall@16"] * first["rounds"] >= accepted_first
+
+
+def test_long_chart_titles_wrap_to_the_charts_width():
+    """A chart's title and subtitle lines each fit the chart's width at their font (Source Sans's
+    widest average glyph): the batch sweep's subtitle, with a profile measured on a long CPU name at
+    a date and time, wraps to two lines instead of running off the right edge (the browser test
+    measures the drawn lines)."""
+    from taps.studio.figures.style import CHART_PX, SUP, TEXT_EM, chart_title, fit_lines
+
+    profile = ("reference latency profile of taps-code-10m, measured on the Intel(R) Xeon(R) Platinum 8481C CPU "
+               "@ 2.70GHz (2 cores), 2026-12-07 19:31 UTC")
+    fig = figures.batch_figure({"TAPS": [(1, 1.5), (2, 1.2)]}, {"TAPS": "taps/online"}, f"“def f(x…”, on the {profile}")
+    lines = fig.layout.title.subtitle.text.split("<br>")
+    assert len(lines) == 2 and lines[-1].endswith("19:31 UTC")
+    assert all(len(html.unescape(line)) * TEXT_EM * 13 <= CHART_PX - 30 for line in lines)
+    assert fig.layout.margin.t >= 24 + 22 + 2 * 18                        # room for the title and both lines
+    markup, px = chart_title("modelled speed-up", f"on {profile}'s profile", 250, 17)
+    subs = [line.removeprefix("<sup>").removesuffix("</sup>") for line in markup.split("<br>")[1:]]
+    assert len(subs) >= 4 and all(len(html.unescape(s)) * TEXT_EM * SUP * 17 <= 250 for s in subs)
+    assert px >= 1.3 * 17 * (1 + len(subs))
+    assert fit_lines("a b", 900, 13) == ["a b"] and fit_lines("x" * 200, 100, 13) == ["x" * 200]

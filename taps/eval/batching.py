@@ -24,8 +24,16 @@ from dataclasses import replace
 
 from ..batch import PLANS, BatchSession
 from ..batch_cost import of_profile, step_seconds
-from ..policies import AR, DDTREE, DFLASH, TAPS, names, policy
-from .cli import _csv, add_decode_arguments, add_pair_arguments, add_suite_arguments, load_profile, suite_setup
+from ..policies import AR, DFLASH, TAPS, names, policy
+from .cli import (
+    _csv,
+    add_decode_arguments,
+    add_pair_arguments,
+    add_prompt_arguments,
+    add_selectors_argument,
+    load_profile,
+    suite_setup,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,11 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     add_pair_arguments(bat)
     add_decode_arguments(bat, exclude=("selector",))
-    bat.add_argument("--selectors", type=_csv(str), default=[DFLASH.name, DDTREE.name, TAPS.name],
-                     help="registered selectors and the batch plans taps-batch (batch-aware TAPS) and chain-batch "
-                          "(the confidence-scheduled chain); AR always runs")
+    add_selectors_argument(bat, ", and the batch plans taps-batch (batch-aware TAPS) and chain-batch (the "
+                                "confidence-scheduled chain) where the profile holds a verify cost at a batch")
     bat.add_argument("--batch", type=_csv(int), required=True, help="batch sizes, e.g. 1,2,4,8,16")
-    add_suite_arguments(bat, 8)
+    add_prompt_arguments(bat)
     bat.add_argument("--repeats", type=int, default=2, help="alternated runs per batch size (the best is kept)")
     bat.add_argument("--measure", action="store_true",
                      help="measure the verify cost at a batch here first and save it into the profile (the --profile "
@@ -91,6 +98,22 @@ def _profile(args, pair, runs: dict):
     return profile
 
 
+def _chosen(args, pair, config) -> tuple[list[str], dict, object]:
+    """The methods that run (AR first; without --selectors every policy the pair can run and the batch
+    plans, these only where the profile has a verify cost at a batch), their runs and the profile."""
+    chosen = args.selectors or [*(name for name in names() if policy(name).runs_on(pair)), *PLANS]
+    methods = [AR.name, *(m for m in chosen if m != AR.name)]
+    runs = _runs(methods, config)
+    for settings, _ in runs.values():
+        settings.validate(pair)
+    profile = _profile(args, pair, runs)
+    if not args.selectors and of_profile(profile) is None:      # the default's plans need a verify cost at a batch
+        methods = [m for m in methods if m not in PLANS]
+        print(f"# {', '.join(PLANS)} left out: this profile has no verify cost at a batch (--measure measures it)",
+              file=sys.stderr)
+    return methods, {m: runs[m] for m in methods}, profile
+
+
 def modelled_seconds(profile, label: str, steps: list[tuple[int, int, bool]]) -> float:
     """Seconds of batched steps [(requests, width, drafted)] on `profile`'s clock: each request's
     round cost besides the forward for `label` (AR's for AR and for a plan's steps that drafted
@@ -102,11 +125,7 @@ def modelled_seconds(profile, label: str, steps: list[tuple[int, int, bool]]) ->
 def run_batch_command(args, plots=None) -> int:
     """The command; `plots(figures, folder)` draws --plot's figures (`taps.studio.plots.write_batch_plots`)."""
     suite, prompts, pair, config = suite_setup(args)
-    methods = [AR.name, *(m for m in args.selectors if m != AR.name)]
-    runs = _runs(methods, config)
-    for settings, _ in runs.values():
-        settings.validate(pair)
-    profile = _profile(args, pair, runs)
+    methods, runs, profile = _chosen(args, pair, config)
     grid = of_profile(profile)
     if args.price and grid is None:
         raise ValueError(f"{args.price} has no verify cost at a batch to price rounds with")

@@ -66,16 +66,20 @@ from . import measure
 from .bench_report import SUMMARY_COLUMNS, is_baseline, ratio_text, summarise, summary_markdown, taps_comparison
 from .bench_rows import AR_KEY, fit_prompts, pending_work, read_rows, row_key, row_order, write_rows
 from .cli import (
-    _csv,
+    add_budgets_argument,
     add_chat_argument,
     add_decode_arguments,
+    add_estimators_argument,
     add_pair_arguments,
+    add_prompt_arguments,
+    add_selectors_argument,
+    check_limit,
     decode_config,
     load_from_args,
     load_profile,
 )
 from .group import Group
-from .prompts import SUITES, suite_prompts
+from .prompts import suite_prompts
 from .runner import Job, format_table, plan_jobs, run_label, run_prompt, warm_up
 
 DETERMINISTIC_SETTINGS = ("pair", "device", "dtype", "max_new_tokens", "temperature", "seed", "block_size",
@@ -164,12 +168,11 @@ class _Plan:
 
 def _plan(args) -> _Plan:
     """Check the arguments, load the pair, plan the jobs and pick the prompts, before any run."""
-    if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit must be at least 1, got {args.limit}")
+    check_limit(args.limit)
     unknown = [s for s in args.selectors or () if s not in REGISTRY]
     if unknown:
         raise ValueError(f"unknown selector '{unknown[0]}': choose from {', '.join(names())}")
-    suite, prompts = suite_prompts(args.suite, args.prompts)
+    suite, prompts = suite_prompts(args.suite, args.prompt_file)
     pair = load_from_args(args)
     if not args.selectors:          # every policy this pair can run (DFlash2 needs a path selector)
         args.selectors = [name for name, entry in REGISTRY.items() if entry.runs_on(pair)]
@@ -333,26 +336,19 @@ def build_parser() -> argparse.ArgumentParser:
                "`python -m taps.bench --batch 1,2,4,8,16 [--suite ... | --prompt-file FILE] [--limit N] ...` "
                "(throughput per batch size; `python -m taps.bench --batch 1 --help` lists its options).")
     add_pair_arguments(parser)
-    add_decode_arguments(parser, exclude=("taps_mode", "ddtree_mode"))
+    add_decode_arguments(parser, exclude=("selector", "estimator", "budget", "taps_mode", "ddtree_mode"))
     for name, choices in (("taps_mode", TAPS_MODES), ("ddtree_mode", DDTREE_MODES)):
         spec = field_spec(name)
         parser.add_argument("--" + name.replace("_", "-"), type=_choices_csv(choices), default=[spec["default"]],
                             help=f"{spec['help']}; comma-separated to run each as a run of its own "
                                  f"(e.g. {','.join(choices[:2])}); default {spec['default']}")
-    parser.add_argument("--suite", choices=SUITES, default="humaneval")
-    parser.add_argument("--prompt-file", "--prompts", dest="prompts",
-                        help="JSONL, one {\"id\": ..., \"prompt\": ...} per line (instead of --suite); the name every "
-                             "command uses (--prompts: its old name here)")
-    parser.add_argument("--limit", type=int, help="the first N prompts that fit the context")
+    add_prompt_arguments(parser)
     add_chat_argument(parser)
     parser.add_argument("--strict", action="store_true",
                         help="rerun a run that left AR's tokens at a low-precision near-tie in float32 (taps.verdict)")
-    parser.add_argument("--selectors", type=_csv(str), default=None,
-                        help="AR always runs alongside, as the baseline of every speed-up (default: every "
-                             "registered policy the pair can run)")
-    parser.add_argument("--estimators", type=_csv(str), default=None,
-                        help="TAPS estimators (default: marginal,online, plus learned when the pair has a scorer)")
-    parser.add_argument("--budgets", type=_csv(int), default=[8, 16, 32, 64, 128])
+    add_selectors_argument(parser)
+    add_estimators_argument(parser)
+    add_budgets_argument(parser)
     parser.add_argument("--out", default="results", help="output folder; a rerun resumes from its rows")
     parser.add_argument("--no-plots", action="store_true",
                         help="write rows and summaries only, no PNG plots (they start a browser: seconds a run)")

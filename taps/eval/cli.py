@@ -1,4 +1,7 @@
-"""Command line: `python -m taps generate ...` and `python -m taps compare ...` (`taps` once installed).
+"""Command line: `python -m taps generate|compare|headroom ...` (`taps` once installed); the bench is
+`python -m taps.bench` (a sweep, or batches of requests with --batch). A flag means the same thing,
+with the same default, in every command that takes it (`add_prompt_arguments`, `add_selectors_argument`,
+`BUDGETS`, the decode settings of `taps.config`).
 
 generate  decode one prompt with one selector and print the text and each round's tau,
           verified nodes and rejected-prefix waste.
@@ -9,7 +12,7 @@ headroom  decode a suite's prompts with one selector and print, per draft depth,
           (`taps.eval.metrics.candidate_recall` on the rounds' own drafts): what a path selector
           or a tree can take beyond an argmax chain.
 
---chat    (both) format each prompt with the tokenizer's chat template, as one user message with
+--chat    (every command) format each prompt with the tokenizer's chat template, as one user message with
           thinking disabled (`taps.chat`): how public DFlash drafters were trained. A pair whose
           tokenizer has no template (the shipped pair) gets a one-line message.
 """
@@ -172,7 +175,8 @@ def suite_setup(args):
     """(suite name, its first --limit prompts, the pair, the decode settings) of a suite command."""
     from .prompts import suite_prompts
 
-    for name, least in (("limit", 0), ("batch", 1), ("depths", 1), ("repeats", 1)):
+    check_limit(args.limit)
+    for name, least in (("batch", 1), ("depths", 1), ("repeats", 1)):
         if not hasattr(args, name):
             continue
         value = getattr(args, name)
@@ -183,10 +187,45 @@ def suite_setup(args):
     return suite, prompts[: args.limit] if args.limit else prompts, load_from_args(args), decode_config(args)
 
 
-def add_suite_arguments(p: argparse.ArgumentParser, limit: int) -> None:
-    p.add_argument("--suite", default="humaneval", help="humaneval | examples | examples-v1")
-    p.add_argument("--prompt-file", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line (instead of --suite)")
-    p.add_argument("--limit", type=int, default=limit, help="the suite's first N prompts (0: all)")
+BUDGETS = [8, 16, 32, 64, 128]          # --budgets: every budget a command compares, when none is given
+
+
+def add_prompt_file_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prompt-file", "--prompts", dest="prompt_file", metavar="FILE",
+                   help="a JSONL file, one {\"id\": ..., \"prompt\": ...} per line, or text with prompts "
+                        "separated by a line of ---; instead of --suite (--prompts: the bench's old name for it)")
+
+
+def add_prompt_arguments(p: argparse.ArgumentParser) -> None:
+    """The prompts a suite command decodes: a suite or a file, and how many of them."""
+    from .prompts import SUITES
+
+    p.add_argument("--suite", choices=SUITES, default="humaneval", help="the prompts (default humaneval: held out)")
+    add_prompt_file_argument(p)
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="the first N prompts (at least 1; default: all of them)")
+
+
+def add_selectors_argument(p: argparse.ArgumentParser, also: str = "") -> None:
+    p.add_argument("--selectors", type=_csv(str), default=None,
+                   help="comma-separated; AR always runs alongside, as the baseline of every speed-up (default: "
+                        f"every registered policy the pair can run{also})")
+
+
+def add_budgets_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--budgets", type=_csv(int), default=list(BUDGETS),
+                   help=f"comma-separated: each selector runs at each (default {','.join(map(str, BUDGETS))})")
+
+
+def add_estimators_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--estimators", type=_csv(str), default=None,
+                   help="TAPS's estimators, comma-separated (default: marginal,online, plus learned when the pair "
+                        "has a scorer)")
+
+
+def check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be a whole number of at least 1, got {limit}")
 
 
 def cmd_headroom(args) -> int:
@@ -238,13 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_pair_arguments(cmp)
     add_decode_arguments(cmp, exclude=("selector", "estimator", "budget"))
     cmp.add_argument("--prompt")
-    cmp.add_argument("--prompt-file", help="JSONL, one {\"id\": ..., \"prompt\": ...} per line")
+    add_prompt_file_argument(cmp)
     add_chat_argument(cmp)
-    cmp.add_argument("--selectors", type=_csv(str), default=None,
-                     help="default: every registered policy the pair can run (DFlash2 needs a path selector)")
-    cmp.add_argument("--estimators", type=_csv(str), default=None,
-                     help="for taps (default: marginal,online, plus learned when the pair has a scorer)")
-    cmp.add_argument("--budgets", type=_csv(int), default=[8, 16, 32, 64])
+    add_selectors_argument(cmp)
+    add_estimators_argument(cmp)
+    add_budgets_argument(cmp)
     cmp.add_argument("--out", help="write per-run rows as JSON")
     cmp.add_argument("--strict", action="store_true", help="rerun a run that left AR's tokens at a low-precision "
                                                             "near-tie in float32 (a float32 copy of the pair)")
@@ -252,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     room = sub.add_parser("headroom", help="per draft depth, the target's token among the drafter's top 1/4/16")
     add_pair_arguments(room)
     add_decode_arguments(room)
-    add_suite_arguments(room, 12)
+    add_prompt_arguments(room)
     room.add_argument("--depths", type=int, default=5, help="draft depths to report")
     room.set_defaults(func=cmd_headroom)
     return parser

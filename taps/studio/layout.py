@@ -17,6 +17,12 @@ path: root, accepted nodes, bonus) are never dropped. When room runs out it drop
 then the labels at the end of the list (waste, then rejected siblings), and a node whose label is
 dropped joins a "+N more" entry under its parent (one marker standing for those N nodes, whose
 tokens the figure lists on hover) rather than crowding the tree; it counts what it left out.
+
+Depth columns are as wide as their labels need where the figure has room (`column_widths`): the
+`whole` labels (a round's accepted path and its rejected siblings) get their whole token, up to
+`WHOLE_CHARS` characters, their columns widened at the expense of columns that need less (short
+tokens, bare pool dots); what is left is shared out evenly, and only the other labels are cut to
+their column. Where even that does not fit, the whole labels are cut as little as the width allows.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ CHAR_PX = CHAR_EM * FONT_PX
 LABEL_ROW = 20
 MARKER_GAP = 12
 MORE = "more"                     # the kind of a "+N more" entry
+WHOLE_CHARS = 12                  # a `whole` label (the accepted path, rejected siblings) is cut only beyond this
+MIN_CHARS = 3                     # a column with labels keeps room for this many characters of its other labels
 
 
 def font_for_width(width: float, scale: float = 1.0) -> int:
@@ -119,7 +127,7 @@ class TreeLayout:
     left_out: int                         # nodes that should carry a label but got none
     span: float                           # pixels from the top row to the bottom row
     columns: int                          # depth columns, the label room after the deepest included
-    label_chars: int                      # the longest label a column has room for
+    label_chars: int                      # the fewest characters a column with labels has room for
     dropped_pool: int = 0                 # pool dots not drawn to make room
     nodes: list[int] = field(default_factory=list)           # drawn real nodes (groups not included)
     groups: dict[int, list[int]] = field(default_factory=dict)   # "+N more" id -> the nodes it stands for
@@ -132,9 +140,13 @@ class TreeLayout:
     label_row: int = LABEL_ROW
     column_px: float = 100.0
     fan_x: dict[int, float] = field(default_factory=dict)    # depth -> x where edges leave that column
+    depths: dict[int, int] = field(default_factory=dict)     # node (or "+N more" entry) -> its depth
+    depth_x: list[float] = field(default_factory=list)       # depth -> its column's x, in average column widths
+    chars_at: dict[int, int] = field(default_factory=dict)   # depth -> label characters its column has room for
 
     def label_x(self, v: int) -> float:
-        """Where node v's label starts, in depth units."""
+        """Where node v's label starts, in depth units (average column widths: a column is as wide
+        as its labels need, `depth_x`)."""
         return self.pos[v][0] + self.gap_px / self.column_px
 
     def label_box(self, v: int) -> tuple[float, float, float, float]:
@@ -152,7 +164,7 @@ class TreeLayout:
         start = x0
         if parent in self.labels:
             start = x0 + (self.gap_px + len(self.labels[parent]) * self.char_px + 2) / self.column_px
-        fan = max(start, self.fan_x.get(int(x0), x0))
+        fan = max(start, self.fan_x.get(self.depths.get(parent, int(x0)), x0))
         points = [(start, y0)] + ([(fan, y0)] if fan > start else []) + [(x1, y1)]
         return points
 
@@ -217,10 +229,55 @@ def cut_label(text: str, chars: int) -> str:
 
 def column_chars(plot: Plot, columns: int) -> int:
     """How many label characters fit between a node's marker and the next depth column, leaving
-    room for the next column's markers and for the edges to fan out."""
-    per_column = plot.inner_width / max(columns, 1)
+    room for the next column's markers and for the edges to fan out, when all `columns` are as wide."""
+    return chars_in(plot, plot.inner_width / max(columns, 1))
+
+
+def chars_in(plot: Plot, per_column: float) -> int:
+    """How many label characters fit in a column `per_column` px wide (marker, gap, fan apart)."""
     fan = max(10.0, 0.12 * per_column)
     return int((per_column - plot.marker_gap - fan - 9 * plot.marker_scale) // plot.char_px)
+
+
+def column_px_for(plot: Plot, chars: int) -> float:
+    """The narrowest column (px) whose labels have room for `chars` characters: `chars_in`'s inverse."""
+    base = max(chars, 0) * plot.char_px + plot.marker_gap + 9 * plot.marker_scale
+    return max(base + 10.0, base / 0.88) + 0.01
+
+
+def edge_px(plot: Plot) -> float:
+    """From the plotting area's left edge to the root's centre, and from the last column's to its right edge."""
+    return 9 * plot.marker_scale + 6
+
+
+def column_widths(plot: Plot, columns: int, whole: Mapping[int, int], others: Mapping[int, int]) -> list[float]:
+    """The px from each depth column to the next (`columns - 1` of them, filling the plot but for
+    `edge_px` at either end, room for the root's and the last column's markers): a column whose
+    `whole` labels need `whole[d]` characters gets them (up to `WHOLE_CHARS`, fewer where the width
+    does not allow), one with other labels only room for `MIN_CHARS` of them (fewer when
+    `others[d]`, its longest, is shorter), one without labels at least 40% of an average column;
+    the rest is shared out so the narrowest columns widen first. Equal columns where even the
+    least of that does not fit."""
+    count = columns - 1
+    average = plot.inner_width / max(columns, 1)
+    if count <= 0:
+        return []
+    total = plot.inner_width - 2 * edge_px(plot)
+    floor = [column_px_for(plot, min(MIN_CHARS, others[d])) if d in others
+             else max(0.4 * average, column_px_for(plot, 0)) for d in range(count)]
+    for cap in range(WHOLE_CHARS, 0, -1):
+        need = [max(floor[d], column_px_for(plot, min(cap, whole[d])) if d in whole else 0.0) for d in range(count)]
+        if sum(need) <= total:
+            break
+    else:
+        return [total / count] * count
+    level, rest = total / count, total     # the level L with sum(max(need, L)) == total: the narrow ones rise to it
+    for i, width in enumerate(sorted(need, reverse=True)):
+        level = rest / (count - i)
+        if width <= level:
+            break
+        rest -= width
+    return [max(width, level) for width in need]
 
 
 def more_label(count: int, chars: int) -> str:
@@ -338,7 +395,7 @@ class _Fitter:
 def fit_tree(parents: Mapping[int, int] | Sequence[int], order: Mapping[int, tuple] | Sequence[tuple],
              required: Sequence[int], optional: Sequence[int], labelled: Sequence[int], texts: Mapping[int, str],
              plot: Plot, keep: int = 1, kinds: Mapping[int, str] | None = None, collapse: bool = True,
-             tall: Sequence[int] = ()) -> TreeLayout:
+             tall: Sequence[int] = (), whole: Sequence[int] | None = None) -> TreeLayout:
     """Lay out `required` nodes (prefix-closed, root first), as many of `optional` (pool nodes, best
     first, each with its ancestors) as fit, and label the `labelled` nodes (most important first;
     a node's ancestors before it). The first `keep` labels are never dropped.
@@ -346,7 +403,9 @@ def fit_tree(parents: Mapping[int, int] | Sequence[int], order: Mapping[int, tup
     The tree must fit `plot.inner_height`: pool dots go first, then the labels at the end of
     `labelled`; with `collapse`, a required node whose label is dropped joins its parent's "+N more"
     entry (`TreeLayout.groups`). `kinds` names each labelled node's kind for `left_out_by`; `tall`
-    nodes (the bonus star) get a row of `plot.star_row` pixels."""
+    nodes (the bonus star) get a row of `plot.star_row` pixels. The `whole` labels (by default the
+    first `keep`) keep their whole text up to `WHOLE_CHARS` characters where the width allows: their
+    columns are widened (`column_widths`), the other labels cut to their column."""
     while True:                      # a deep tree in a narrow plot: smaller type until labels have room
         fitter = _Fitter(parents, order, required, optional, labelled, plot, collapse, tall)
         keep = max(0, min(keep, len(fitter.want)))
@@ -359,8 +418,22 @@ def fit_tree(parents: Mapping[int, int] | Sequence[int], order: Mapping[int, tup
         if chars >= 3 or plot.font_px <= MIN_FONT_PX:
             break
         plot = replace(plot, label_scale=plot.label_scale * 0.9)
-    labels = {v: cut_label(texts[v], chars) for v in found.shown}
-    labels.update({g: more_label(len(members), chars) for g, members in found.groups.items()})
+    depths = {v: int(d) for v, (d, _) in pos.items()}
+    whole_set = set(fitter.want[:keep] if whole is None else (int(v) for v in whole))
+    needs: tuple[dict[int, int], dict[int, int]] = ({}, {})      # per depth: the longest whole / other label
+    for v in found.shown:
+        wanted = needs[0] if v in whole_set else needs[1]
+        wanted[depths[v]] = max(wanted.get(depths[v], 1), len(texts[v]))
+    for g, members in found.groups.items():
+        needs[1][depths[g]] = max(needs[1].get(depths[g], 1), len(f"+{len(members)} more"))
+    widths = column_widths(plot, columns, *needs)
+    depth_x = [-0.5 + edge_px(plot) * columns / plot.inner_width if widths else 0.0]   # x -0.5: the area's left
+    for width in widths:
+        depth_x.append(depth_x[-1] + width * columns / plot.inner_width)
+    chars_at = {d: chars_in(plot, width) for d, width in enumerate(widths)}
+    pos = {v: (depth_x[depths[v]], y) for v, (_, y) in pos.items()}
+    labels = {v: cut_label(texts[v], chars_at[depths[v]]) for v in found.shown}
+    labels.update({g: more_label(len(members), chars_at[depths[g]]) for g, members in found.groups.items()})
     left_out_by: dict[str, int] = {}
     for v in fitter.want:
         if v not in labels:
@@ -369,12 +442,14 @@ def fit_tree(parents: Mapping[int, int] | Sequence[int], order: Mapping[int, tup
     dropped_pool = len(fitter.extra) - found.keep_pool
     if dropped_pool:
         left_out_by["pool"] = left_out_by.get("pool", 0) + dropped_pool
+    labelled_chars = [chars_at[depths[v]] for v in labels]
     layout = TreeLayout(pos=pos, labels=labels, left_out=sum(1 for v in fitter.want if v not in labels),
-                        span=found.span, columns=columns, label_chars=chars, dropped_pool=dropped_pool,
-                        nodes=found.nodes, groups=found.groups, group_parent=found.group_parent,
-                        left_out_by=left_out_by, font_px=plot.font_px, marker_scale=plot.marker_scale,
-                        char_px=plot.char_px, gap_px=plot.marker_gap, label_row=plot.label_row,
-                        column_px=plot.inner_width / columns)
+                        span=found.span, columns=columns, label_chars=min(labelled_chars, default=chars),
+                        dropped_pool=dropped_pool, nodes=found.nodes, groups=found.groups,
+                        group_parent=found.group_parent, left_out_by=left_out_by, font_px=plot.font_px,
+                        marker_scale=plot.marker_scale, char_px=plot.char_px, gap_px=plot.marker_gap,
+                        label_row=plot.label_row, column_px=plot.inner_width / columns, depths=depths,
+                        depth_x=depth_x, chars_at=chars_at)
     layout.fan_x = _fan_points(layout, plot)
     return layout
 
@@ -382,10 +457,11 @@ def fit_tree(parents: Mapping[int, int] | Sequence[int], order: Mapping[int, tup
 def _fan_points(layout: TreeLayout, plot: Plot) -> dict[int, float]:
     """Per depth, the x (in depth units) where edges leave the column: past its longest label."""
     fan: dict[int, float] = {}
-    for v, (depth, _) in layout.pos.items():
+    for v, (x, _) in layout.pos.items():
         reach = layout.gap_px + len(layout.labels[v]) * layout.char_px + 4 if v in layout.labels \
             else 9 * plot.marker_scale + 2
-        fan[int(depth)] = max(fan.get(int(depth), 0.0), depth + reach / layout.column_px)
+        depth = layout.depths[v]
+        fan[depth] = max(fan.get(depth, 0.0), x + reach / layout.column_px)
     return fan
 
 

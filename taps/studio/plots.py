@@ -37,7 +37,7 @@ def write_profile_plot(profile, path: Path) -> Path:
 
 
 def write_batch_plots(figures: dict[str, dict], out: Path) -> list[Path]:
-    """`python -m taps batch --plot`: per file stem, `batch_figure`'s arguments (series, policies,
+    """`python -m taps.bench --batch ... --plot`: per file stem, `batch_figure`'s arguments (series, policies,
     title, dashed) drawn into `out` (one render). Returns the files written."""
     out.mkdir(parents=True, exist_ok=True)
     figs = [batch_figure(**spec) for spec in figures.values()]

@@ -3,10 +3,17 @@ each position's top-K drafter candidates down (probability as a bar's length, th
 it), the target's own token boxed, and on the same grid each selector's verified nodes in its
 colour and marker (filled: accepted; open: rejected; faded: under a rejected prefix) with its edges.
 Below the grid, per position, the headroom over the run so far: how often the target's token was
-the drafter's top-1, and how often among its top-K. Built from a `taps.studio.candidates.CandidatesView`."""
+the drafter's top-1, and how often among its top-K. Built from a `taps.studio.candidates.CandidatesView`.
+
+No marker and no line is drawn over a token's text: each cell is the token's text on the left and,
+to its right, a lane per selector (`Lanes`: as many as the view has selectors, two to a lane column
+where the row is tall enough); a selector's edge runs from its marker in the parent's lane, between
+the columns of text, to the left end of the child's text, where that selector's marker sits in the
+child's lane to the right of it. Every rank shown on a row of its own gets at least `MIN_ROW_PX`."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -16,16 +23,57 @@ from ..candidates import CandidatesView
 from ..layout import CHAR_EM, Plot, cut_label
 from .style import DEFAULT_PLOT, FONT, INK, LABEL_FAMILY, MODEBAR, display_token, escape, figure_title, halo
 
-# each selector's slot in a cell (x past the cell's centre, y off the row's middle): a 2x2 block at
-# the cell's right, so four selectors on one candidate never cover each other
-SLOTS = [(0.17, -0.2), (0.36, -0.2), (0.17, 0.22), (0.36, 0.22)]
 TEXT_LEFT = -0.46                  # a token's text starts here (cell units from its centre)
-TEXT_SHARE = 0.52                  # the share of a cell's width its text may take
+ENTRY = -0.48                      # where a selector's edge ends: just left of the child's text
 BAR = "rgba(86,180,233,0.35)"      # the probability bars (sky, light: the text on them stays readable)
 CHAINS = (DFLASH.name, DFLASH2.name)
-MIN_COLUMN_PX = 118                # a column wide enough for 6 characters at 15 px
-MIN_ROW_PX = 17                    # a row of 14 px text
-MIN_ROWS = 5                       # ranks with a row of their own, however short the figure
+MARKER_PX = 9                      # a selector's marker
+LANE_PX = MARKER_PX + 3            # a lane column's width
+ROUTE_PX = 10                      # room right of the lanes for the edges to turn towards the next column
+GAP_PX = 5                         # between a token's text and the first lane
+MIN_CHARS = 6                      # a token's text has room for this many characters at least
+FONT_PX = 15                       # the tokens' text, 14 to 16 px as the columns allow
+MIN_ROW_PX = 2 * LANE_PX           # a rank's row: 24 px, 14-16 px text with air, or two markers stacked
+MIN_ROWS = 4                       # ranks with a row of their own, however short the figure
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """Where each of `count` selectors draws in a cell `column_px` x `row_px` pixels: its lane (x, cell
+    units from the cell's centre, right of the text), two selectors to a lane column, one in each
+    half of the row (y, row units: a row of `MIN_ROW_PX` has room for two markers); and where a
+    token's text must end."""
+
+    count: int
+    column_px: float
+    row_px: float
+
+    @property
+    def text_end(self) -> float:
+        """Where a token's text must end (cell units): before the gap and the lanes."""
+        return 0.5 - (ROUTE_PX + lane_columns(self.count) * LANE_PX + GAP_PX) / self.column_px
+
+    def slot(self, i: int) -> tuple[float, float]:
+        """Selector i's (x, y) offset in a cell: its lane column's centre, its half of the row."""
+        column, level = divmod(i, 2)
+        x = self.text_end + (GAP_PX + (column + 0.5) * LANE_PX) / self.column_px
+        return x, (level - 0.5) * LANE_PX / self.row_px
+
+    def entry(self, i: int) -> float:
+        """Selector i's height (row units) where its edge reaches a child's text, so that several
+        selectors reaching one token stay apart."""
+        spread = min(0.5 * (self.row_px - 4), 3.0 * max(self.count - 1, 1)) / self.row_px
+        return 0.0 if self.count == 1 else (i / (self.count - 1) - 0.5) * spread
+
+
+def lane_columns(count: int) -> int:
+    """Lane columns for `count` selectors, two to a column."""
+    return max(1, math.ceil(count / 2))
+
+
+def column_px_needed(count: int, font_px: int) -> float:
+    """The narrowest column with room for `MIN_CHARS` characters of text and `count` selectors' lanes."""
+    return (MIN_CHARS * CHAR_EM * font_px + GAP_PX + lane_columns(count) * LANE_PX + ROUTE_PX) / (0.5 - TEXT_LEFT)
 
 
 def _slot(cell: tuple[int, int], dx: float, dy: float, rows: "_Rows") -> tuple[float, float]:
@@ -167,17 +215,18 @@ def _cells(fig: go.Figure, view: CandidatesView, shown: int, rows: _Rows, chars:
                                  textfont=dict(size=font_px + 1, color=INK)))
 
 
-def _overlays(fig: go.Figure, view: CandidatesView, shown: int, rows: _Rows) -> None:
-    """Each selector's edges and nodes, in its slot of every cell it verified."""
-    for slot, item in enumerate(view.overlays):
+def _overlays(fig: go.Figure, view: CandidatesView, shown: int, rows: _Rows, lanes: Lanes) -> None:
+    """Each selector's edges and nodes: its markers in its lane of every cell it verified, its edges
+    from a marker to the left end of the child's text (between the columns of text, over none)."""
+    for i, item in enumerate(view.overlays):
         chosen = policy(item.name)
-        dx, dy = SLOTS[slot % len(SLOTS)]
+        dx, dy = lanes.slot(i)
         ex, ey = [], []
         for parent, child in item.edges:
             if child[0] <= shown:
-                (x0, y0), (x1, y1) = _slot(parent, dx, dy, rows), _slot(child, dx, dy, rows)
-                ex += [x0, x1, None]
-                ey += [y0, y1, None]
+                x0, y0 = _slot(parent, dx, dy, rows)
+                ex += [x0, child[0] + ENTRY, None]
+                ey += [y0, rows.of(child[1]) + lanes.entry(i), None]
         fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", hoverinfo="skip", showlegend=False, opacity=0.75,
                                  line=dict(color=chosen.colour, width=2.5 if item.name in CHAINS else 1.3)))
         legend_at = "accepted" if item.accepted else next((v for _, _, v in item.nodes), "")
@@ -190,8 +239,9 @@ def _overlays(fig: go.Figure, view: CandidatesView, shown: int, rows: _Rows) -> 
                 x=[p[0] for p in points], y=[p[1] for p in points], mode="markers", opacity=opacity,
                 name=_legend_name(item), legendgroup=item.name, showlegend=verdict == legend_at,
                 customdata=[[d, r + 1] for d, r in cells],
-                marker=dict(symbol=chosen.symbol if fill else f"{chosen.symbol}-open", size=11, color=chosen.colour,
-                            line=dict(width=1.2 if fill else 2.2, color=INK if fill else chosen.colour)),
+                marker=dict(symbol=chosen.symbol if fill else f"{chosen.symbol}-open", size=MARKER_PX,
+                            color=chosen.colour, line=dict(width=1.2 if fill else 2.0, color=INK if fill else
+                                                           chosen.colour)),
                 hovertemplate=f"{item.label}: {verdict} (position %{{customdata[0]}}, drafter rank "
                               f"%{{customdata[1]}})<extra></extra>"))
 
@@ -202,23 +252,28 @@ def candidates_figure(view: CandidatesView, plot: Plot | None = None, prompt: st
     plot = plot or DEFAULT_PLOT
     left, right = 142, 16
     inner = max(200, plot.width - left - right)
-    shown = max(1, min(view.depth, int(inner // MIN_COLUMN_PX)))
+    selectors = len(view.overlays)
+    shown = max(1, min(view.depth, int(inner / column_px_needed(selectors, FONT_PX) - 0.6)))   # root column: 0.6
     column_px = inner / (shown + 0.6)                  # the root's column is 0.6 wide
-    font_px = int(max(12, min(16, column_px / 8)))
-    chars = max(2, int(TEXT_SHARE * column_px // (CHAR_EM * font_px)))
+    font_px = int(max(FONT_PX - 1, min(16, column_px / 8)))
     k = view.k
-    top_guess = 44 + 3 * 20 + 34 + 26                  # a title, three subtitle lines, the legend, the axis
-    fit = int((plot.height - top_guess - 20) // MIN_ROW_PX) - 3
-    rows = _Rows(max(MIN_ROWS, min(k, fit if fit < k else k)), k)
-    title, title_px = figure_title(_title_lines(view, shown, rows.shown, prompt), plot)
     legend_px = 24 * _legend_rows(["the target's token (hindsight)"] + [_legend_name(o) for o in view.overlays],
                                   plot.width) + 10
-    top = title_px + legend_px + 26                    # the legend's rows, then the positions' axis above the grid
-    height = max(plot.height, top + MIN_ROW_PX * rows.total + 20)
+    top = 44 + 3 * 20 + legend_px + 26                 # a guess first: a title and three subtitle lines
+    for _ in range(2):                                 # then the title's own lines
+        room = int((plot.height - top - 20) / MIN_ROW_PX - 0.2)    # rows that fit, besides the y range's 0.2
+        # every rank and three rows more (outside the top k, two headroom rows), or one more for the ranks left
+        rows = _Rows(k if room >= k + 3 else max(MIN_ROWS, room - 4), k)
+        title, title_px = figure_title(_title_lines(view, shown, rows.shown, prompt), plot)
+        top = title_px + legend_px + 26                # the legend's rows, then the positions' axis above the grid
+    height = max(plot.height, top + MIN_ROW_PX * (rows.total + 0.2) + 20)
+    row_px = (height - top - 20) / (rows.total + 0.2)  # the y range is rows.total + 0.2 rows tall
+    lanes = Lanes(selectors, column_px, row_px)
+    chars = max(2, int((lanes.text_end - TEXT_LEFT) * column_px // (CHAR_EM * font_px)))
 
     fig = go.Figure()
     _cells(fig, view, shown, rows, chars, font_px)
-    _overlays(fig, view, shown, rows)
+    _overlays(fig, view, shown, rows, lanes)
     ticks, tick_text = rows.ticks(view.recall_rounds)
     root = f"root {escape(display_token(view.root_text, 5))}"
     fig.update_xaxes(range=[-0.35, shown + 0.55], tickvals=list(range(0, shown + 1)), side="top",
@@ -233,7 +288,8 @@ def candidates_figure(view: CandidatesView, plot: Plot | None = None, prompt: st
                       legend=dict(orientation="h", x=0, xanchor="left", y=1 - (title_px + 4) / height, yanchor="top",
                                   yref="container", font=dict(size=14), itemclick=False, itemdoubleclick=False),
                       meta={"round": view.number, "positions": shown, "rows": rows.shown,
-                            "row_px": round((height - top - 20) / rows.total, 1), "chars": chars, "font_px": font_px})
+                            "row_px": round(row_px, 1), "chars": chars, "font_px": font_px,
+                            "lanes": [round(lanes.slot(i)[0], 3) for i in range(selectors)]})
     return fig
 
 

@@ -14,13 +14,16 @@ from plotly.subplots import make_subplots
 from ...policies import AR, PALETTE
 from ...record import STAGES, Round
 from .style import (
+    CHART_PX,
     EDGE_STYLES,
     FONT,
     NODE_STYLES,
     STAGE_COLORS,
     STAGE_PATTERNS,
+    chart_title,
     display_token,
     escape,
+    fit_lines,
     is_baseline,
     policy_colour,
     policy_pattern,
@@ -41,10 +44,12 @@ def race_figure(summary: list[dict], profile_label: str = "") -> go.Figure:
     one (right: the median over repeats, the whiskers the range), one bar per selector; AR at 1.
     Each measured median is written above its whisker's top, where no whisker crosses it."""
     repeats = max((row["repeats"] for row in summary), default=0)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=(
-        f"modelled speed-up over {AR.label}" + (f"<br><sup>on {escape(profile_label)}'s latency profile</sup>"
-                                       if profile_label else ""),
-        f"measured speed-up over {AR.label}<br><sup>median of {repeats} repeats, range as whiskers</sup>"))
+    room = 0.45 * (CHART_PX - 40)                   # a subplot's width: its title wraps to it
+    titles = [chart_title(f"modelled speed-up over {AR.label}",
+                          f"on {profile_label}'s latency profile" if profile_label else "", room, 18),
+              chart_title(f"measured speed-up over {AR.label}", f"median of {repeats} repeats, range as whiskers",
+                          room, 18)]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[markup for markup, _ in titles])
     labels = [row["label"] for row in summary]
     colors = [policy_colour(x) for x in labels]
     patterns = [policy_pattern(x) for x in labels]
@@ -67,7 +72,8 @@ def race_figure(summary: list[dict], profile_label: str = "") -> go.Figure:
     if measured_tops:                            # headroom for the labels above the whiskers
         fig.update_yaxes(range=[0, 1.15 * max(max(measured_tops), 1.0)], row=1, col=2)
     fig.update_traces(cliponaxis=False)
-    fig.update_layout(template="plotly_white", font=FONT, height=470, margin=dict(l=20, r=20, t=110, b=50),
+    top = max(110, 50 + max(px for _, px in titles))
+    fig.update_layout(template="plotly_white", font=FONT, height=360 + top, margin=dict(l=20, r=20, t=top, b=50),
                       meta={"kind": "race"})
     fig.update_annotations(font=dict(size=18))
     return fig
@@ -77,10 +83,11 @@ def sweep_figure(summary: list[dict], profile_label: str = "", best: list[dict] 
     """Against budget, per selector: tau (left), the modelled speed-up under the named profile
     (middle) and the measured tokens/s, median over repeats with the range (right). A best budget
     is starred only where it beat the runner-up by more than the noise (`best`)."""
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=(
-        "τ: tokens per round", "modelled speed-up" + (f"<br><sup>on {escape(profile_label)}'s profile</sup>"
-                                                       if profile_label else ""),
-        "measured tokens/s<br><sup>median, range as whiskers</sup>"))
+    room = (1 - 2 * 0.07) / 3 * (CHART_PX - 40)     # a subplot's width: its title wraps to it
+    titles = [chart_title("τ: tokens per round", "", room, 17),
+              chart_title("modelled speed-up", f"on {profile_label}'s profile" if profile_label else "", room, 17),
+              chart_title("measured tokens/s", "median, range as whiskers", room, 17)]
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=[markup for markup, _ in titles])
     ar = [row for row in summary if is_baseline(row["selector"])]
     clear = {row["selector"]: row for row in best or [] if row["clear"]}
     for name in sorted({row["label"] for row in summary if not is_baseline(row["selector"])}):
@@ -111,8 +118,11 @@ def sweep_figure(summary: list[dict], profile_label: str = "", best: list[dict] 
                       annotation_text=AR.label, annotation_position="bottom right", row=1, col=3)
     fig.update_xaxes(type="log", title_text="budget", dtick=math.log10(2))
     fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(template="plotly_white", font=FONT, height=520, margin=dict(l=20, r=20, t=130, b=60),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.2, x=0), meta={"kind": "sweep"})
+    titles_px = max(px for _, px in titles) + 12            # the legend's row above the subplots' titles
+    top, inner = titles_px + 60, 330
+    fig.update_layout(template="plotly_white", font=FONT, height=top + inner + 60, margin=dict(l=20, r=20, t=top, b=60),
+                      legend=dict(orientation="h", yanchor="bottom", y=1 + titles_px / inner, x=0),
+                      meta={"kind": "sweep"})
     fig.update_annotations(font=dict(size=17))
     return fig
 
@@ -257,8 +267,8 @@ def budget_figure(series: Mapping[str, list[dict]], metric: str, label: str, tit
     if baseline is not None:
         fig.add_hline(y=baseline, line=dict(color=PALETTE["grey"], dash="dash", width=2), annotation_text=AR.label,
                       annotation_position="bottom right")
-    _log_x_layout(fig, f"{label} vs budget: {escape(title)}", "budget (draft nodes verified per round)", budgets,
-                  label, "selector")
+    _log_x_layout(fig, f"{label} vs budget", title, "budget (draft nodes verified per round)", budgets, label,
+                  "selector")
     return fig
 
 
@@ -270,12 +280,24 @@ def _policy_line(fig: go.Figure, name: str, run: str, xs: list, ys: list, dash: 
                                          line=dict(color="#000", width=1))))
 
 
-def _log_x_layout(fig: go.Figure, title: str, x_title: str, ticks: list, y_title: str, legend: str) -> None:
+def _chart_title(fig: go.Figure, title: str, subtitle: str = "") -> None:
+    """A one-plot chart's title and subtitle (plotly's own, 13 px), each wrapped to the chart's width
+    (`CHART_PX`), and the top margin they need."""
+    width = CHART_PX - 30
+    big, small = fit_lines(title, width, 17), fit_lines(subtitle, width, 13) if subtitle else []
+    fig.update_layout(title=dict(text="<br>".join(escape(line) for line in big), x=0.01, xanchor="left", y=1,
+                                 yref="container", yanchor="top", pad=dict(t=10), font=dict(size=17),
+                                 subtitle=dict(text="<br>".join(escape(line) for line in small), font=dict(size=13))),
+                      margin=dict(l=70, r=20, t=24 + 22 * len(big) + 18 * len(small) + 16, b=60))
+
+
+def _log_x_layout(fig: go.Figure, title: str, subtitle: str, x_title: str, ticks: list, y_title: str,
+                  legend: str) -> None:
     """The bench plots' layout: a log x axis ticked at `ticks`, y from zero."""
-    fig.update_layout(template="plotly_white", font=dict(FONT, size=15), margin=dict(l=70, r=20, t=60, b=60),
-                      title=dict(text=title, x=0.01, font=dict(size=17)),
+    fig.update_layout(template="plotly_white", font=dict(FONT, size=15),
                       xaxis={"title": x_title, "type": "log", "tickvals": ticks, "ticktext": [str(t) for t in ticks]},
                       yaxis={"title": y_title, "rangemode": "tozero"}, legend={"title": legend})
+    _chart_title(fig, title, subtitle)
 
 
 def batch_figure(series: Mapping[str, list[tuple[int, float]]], policies: Mapping[str, str], title: str,
@@ -291,8 +313,8 @@ def batch_figure(series: Mapping[str, list[tuple[int, float]]], policies: Mappin
                      "dash" if name in dashed else "solid")
     fig.add_hline(y=1.0, line=dict(color=PALETTE["grey"], dash="dash", width=2), annotation_text=f"{AR.label} (1x)",
                   annotation_position="bottom left")
-    _log_x_layout(fig, f"{label} vs batch<br><sup>{escape(title)}</sup>",
-                  "requests in a batch (one verify forward per round)", batches, label, "method")
+    _log_x_layout(fig, f"{label} vs batch", title, "requests in a batch (one verify forward per round)", batches,
+                  label, "method")
     return fig
 
 
@@ -305,12 +327,10 @@ def verify_latency_figure(profile) -> go.Figure:
     if profile.draft_s > 0:
         fig.add_hline(y=1000 * profile.draft_s, line=dict(color=PALETTE["grey"], dash="dash", width=2),
                       annotation_text="drafter pass", annotation_position="top left")
-    fig.update_layout(template="plotly_white", font=dict(FONT, size=15), margin=dict(l=70, r=20, t=60, b=60),
-                      title=dict(text=f"Verify latency vs tree size: {escape(str(profile.pair))} on "
-                                      f"{escape(str(profile.device))}, {profile.context_length} cached tokens",
-                                 x=0.01, font=dict(size=17)),
-                      xaxis_title="tree size (draft nodes verified)",
+    fig.update_layout(template="plotly_white", font=dict(FONT, size=15), xaxis_title="tree size (draft nodes verified)",
                       yaxis={"title": "milliseconds (median)", "rangemode": "tozero"})
+    _chart_title(fig, "Verify latency vs tree size",
+                 f"{profile.pair} on {profile.device}, {profile.context_length} cached tokens")
     return fig
 
 
@@ -340,9 +360,8 @@ def reliability_figure(tables: Mapping[str, list[dict]], title: str = "") -> go.
             customdata=[[r["nodes"], r["bin"]] for r in rows],
             hovertemplate="reach %{customdata[1]}: %{customdata[0]} nodes<br>predicted %{x:.3f}, "
                           "accepted %{y:.3f}<extra>%{fullData.name}</extra>"))
-    fig.update_layout(template="plotly_white", font=dict(FONT, size=15), margin=dict(l=70, r=20, t=60, b=60),
-                      title=dict(text="Reliability: predicted reach vs accepted share"
-                                      + (f": {escape(title)}" if title else ""), x=0.01, font=dict(size=17)),
+    _chart_title(fig, "Reliability: predicted reach vs accepted share", title)
+    fig.update_layout(template="plotly_white", font=dict(FONT, size=15),
                       xaxis={"title": "predicted reach (mean of the bin's verified nodes)", "range": [0, 1.02]},
                       yaxis={"title": "share the target accepted", "range": [0, 1.02]},
                       legend={"title": "estimator"})

@@ -187,8 +187,9 @@ def _place(record: Round, view: _View, score: np.ndarray, max_pool_nodes: int, p
     optional = _best_first(record, score, set(required), deepest)[: max(0, max_pool_nodes - len(required))]
     labelled, keep = view.labels(optional, bonus, score)
     kinds = {v: view.status[v] if v < len(view.status) else "bonus" for v in labelled}
+    whole = labelled[:keep] + [v for v in labelled[keep:] if kinds[v] == "rejected"]   # whole tokens, where room
     layout = fit_tree(parents, order, required, optional, labelled, texts, plot, keep=keep, kinds=kinds,
-                      tall=[bonus] if view.bonus else [])
+                      tall=[bonus] if view.bonus else [], whole=whole)
     nodes = [v for v in layout.nodes if v != bonus or held is not None]
     return _Drawn(layout, nodes, bonus, labelled)
 

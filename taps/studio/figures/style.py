@@ -166,6 +166,26 @@ def wrap(text: str, chars: int) -> list[str]:
     return lines + ([line] if line else [])
 
 
+CHART_PX = 900          # a chart's width on a page at 1280x720 (the main column, sidebar open) and in the CLI's PNGs
+TEXT_EM = 0.55          # Source Sans Pro's (and Arial's) widest average glyph advance, in em, with slack
+SUP = 0.7               # plotly draws <sup> text at 70% of its font size
+
+
+def fit_lines(text: str, width_px: float, font_px: float) -> list[str]:
+    """`text` in lines that fit `width_px` at `font_px` (words kept whole; a word longer than a line
+    is a line of its own)."""
+    return wrap(text, max(12, int(width_px / (TEXT_EM * font_px))))
+
+
+def chart_title(title: str, subtitle: str, width_px: float, font_px: float) -> tuple[str, int]:
+    """A chart's title and its subtitle (smaller, as <sup>) as plotly markup, each wrapped to
+    `width_px`, so that no line runs past the figure's edge; and the lines' height in px."""
+    big = fit_lines(title, width_px, font_px)
+    small = fit_lines(subtitle, width_px, SUP * font_px) if subtitle else []
+    markup = "<br>".join([escape(line) for line in big] + [f"<sup>{escape(line)}</sup>" for line in small])
+    return markup, int(math.ceil(1.3 * font_px * (len(big) + len(small))))     # plotly's lines: 1.3 em apart
+
+
 def figure_title(lines: list[str], plot: Plot) -> tuple[dict, int]:
     """A title (the first line) with a subtitle of the other lines, wrapped to the figure's width;
     and the top margin they need."""

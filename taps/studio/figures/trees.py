@@ -93,8 +93,10 @@ def tree_layout(fig: go.Figure, plot: Plot, layout, title: dict, title_px: int, 
     inner = max(layout.span + row, legend_row * entries + 12 + (70 if colorbar else 0))
     pad = (inner - layout.span - row) / 2
     height = int(title_px + inner + plot.bottom)
-    deepest = int(max(d for d, _ in layout.pos.values()))
-    fig.update_xaxes(title_text="depth (0 = root)", tickvals=list(range(deepest + 1)),
+    deepest = max(layout.depths.values())
+    # a column is as wide as its labels need (`TreeLayout.depth_x`)
+    fig.update_xaxes(title_text="depth (0 = root)", tickvals=layout.depth_x[:deepest + 1],
+                     ticktext=[str(d) for d in range(deepest + 1)],
                      range=[-0.5, layout.columns - 0.5], showgrid=False, zeroline=False, tickfont=dict(size=15),
                      title_font=dict(size=15))
     fig.update_yaxes(visible=False, range=[layout.span + row / 2 + pad, -row / 2 - pad])

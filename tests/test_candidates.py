@@ -129,6 +129,10 @@ def test_the_figure_boxes_the_target_and_draws_every_selector(taps_run):
     assert len(text.text) >= shown * DRAFT_TOP_K
     narrow = candidates_figure(view, Plot(width=700, height=560))
     assert narrow.layout.meta["positions"] < shown and "left out to fit" in str(narrow.layout.title.subtitle.text)
+    # every overlay its own colour and shape, the two TAPS trees among them (one legend entry each)
+    styles = {t.legendgroup: (t.marker.color, t.marker.symbol.replace("-open", "")) for t in fig.data
+              if t.mode == "markers" and t.legendgroup}
+    assert set(styles) == {o.key for o in view.overlays} and len(set(styles.values())) == len(styles)
 
 
 def test_the_step_page_opens_the_view_from_a_link(monkeypatch):

@@ -220,7 +220,7 @@ def add_budgets_argument(p: argparse.ArgumentParser) -> None:
 def add_estimators_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--estimators", type=_csv(str), default=None,
                    help="TAPS's estimators, comma-separated (default: marginal,online, plus learned when the pair "
-                        "has a scorer)")
+                        "has a scorer and selector when it has DFlash2's path selector)")
 
 
 def check_limit(limit: int | None) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from ...policies import DFLASH, DFLASH2, policy
+from ...policies import DFLASH, DFLASH2, PALETTE, policy
 from ..candidates import CandidatesView
 from ..layout import CHAR_EM, Plot, cut_label
 from .style import DEFAULT_PLOT, FONT, INK, LABEL_FAMILY, MODEBAR, display_token, escape, figure_title, halo
@@ -27,6 +27,15 @@ TEXT_LEFT = -0.46                  # a token's text starts here (cell units from
 ENTRY = -0.48                      # where a selector's edge ends: just left of the child's text
 BAR = "rgba(86,180,233,0.35)"      # the probability bars (sky, light: the text on them stays readable)
 CHAINS = (DFLASH.name, DFLASH2.name)
+# TAPS is drawn twice where the pair has a path selector; its tree over DFlash2's candidates (the selector
+# estimator) in a colour and shape of its own (no registered policy has them)
+OWN_STYLE = {"taps/selector": (PALETTE["vermillion"], "hexagon")}
+
+
+def _style(item) -> tuple[str, str]:
+    """(colour, marker symbol) of an overlay: its policy's, or its own run's (OWN_STYLE)."""
+    chosen = policy(item.name)
+    return OWN_STYLE.get(item.key, (chosen.colour, chosen.symbol))
 MARKER_PX = 9                      # a selector's marker
 LANE_PX = MARKER_PX + 3            # a lane column's width
 ROUTE_PX = 10                      # room right of the lanes for the edges to turn towards the next column
@@ -219,7 +228,7 @@ def _overlays(fig: go.Figure, view: CandidatesView, shown: int, rows: _Rows, lan
     """Each selector's edges and nodes: its markers in its lane of every cell it verified, its edges
     from a marker to the left end of the child's text (between the columns of text, over none)."""
     for i, item in enumerate(view.overlays):
-        chosen = policy(item.name)
+        colour, symbol = _style(item)
         dx, dy = lanes.slot(i)
         ex, ey = [], []
         for parent, child in item.edges:
@@ -228,7 +237,7 @@ def _overlays(fig: go.Figure, view: CandidatesView, shown: int, rows: _Rows, lan
                 ex += [x0, child[0] + ENTRY, None]
                 ey += [y0, rows.of(child[1]) + lanes.entry(i), None]
         fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", hoverinfo="skip", showlegend=False, opacity=0.75,
-                                 line=dict(color=chosen.colour, width=2.5 if item.name in CHAINS else 1.3)))
+                                 line=dict(color=colour, width=2.5 if item.name in CHAINS else 1.3)))
         legend_at = "accepted" if item.accepted else next((v for _, _, v in item.nodes), "")
         for verdict, fill, opacity in (("accepted", True, 1.0), ("rejected", False, 1.0), ("waste", False, 0.4)):
             cells = [(d, r) for d, r, v in item.nodes if v == verdict and d <= shown]
@@ -237,11 +246,10 @@ def _overlays(fig: go.Figure, view: CandidatesView, shown: int, rows: _Rows, lan
             points = [_slot(c, dx, dy, rows) for c in cells]
             fig.add_trace(go.Scatter(
                 x=[p[0] for p in points], y=[p[1] for p in points], mode="markers", opacity=opacity,
-                name=_legend_name(item), legendgroup=item.name, showlegend=verdict == legend_at,
+                name=_legend_name(item), legendgroup=item.key, showlegend=verdict == legend_at,
                 customdata=[[d, r + 1] for d, r in cells],
-                marker=dict(symbol=chosen.symbol if fill else f"{chosen.symbol}-open", size=MARKER_PX,
-                            color=chosen.colour, line=dict(width=1.2 if fill else 2.0, color=INK if fill else
-                                                           chosen.colour)),
+                marker=dict(symbol=symbol if fill else f"{symbol}-open", size=MARKER_PX,
+                            color=colour, line=dict(width=1.2 if fill else 2.0, color=INK if fill else colour)),
                 hovertemplate=f"{item.label}: {verdict} (position %{{customdata[0]}}, drafter rank "
                               f"%{{customdata[1]}})<extra></extra>"))
 

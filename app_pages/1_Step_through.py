@@ -6,8 +6,8 @@ from dataclasses import asdict
 
 import streamlit as st
 
-from app_pages import common as ui
-from app_pages import lecture
+from app_pages import classroom, inputs, lecture, pair_box, profiles
+from app_pages import page_style as style
 from app_pages import widgets as app_widgets
 from taps.chat import chat_prompt_text, has_chat_template
 from taps.config import MAX_BUDGET, check_value
@@ -20,21 +20,21 @@ from taps.studio.link import page_defaults
 from taps.studio.speed import MIN_MEASURED_ROUNDS, ar_progress_note, machine_load, measured_shown, profile_name
 from taps.studio.stepper import StepController, saved_config
 
-pair = ui.current_pair()
+pair = pair_box.current_pair()
 state = st.session_state
 ctrl: StepController = state.setdefault("step_controller", StepController())
-on_stage = ui.presenter()
-compact = ui.compact_page()     # presenter mode or a short window: buttons, counters and tree on one screen
+on_stage = style.presenter()
+compact = style.compact_page()     # presenter mode or a short window: buttons, counters and tree on one screen
 own_block = pair.drafter.block_size if pair.drafter is not None else 2
 if state.get("step_pair_seen") != pair.name:                 # a new pair drafts its own block size
     state["step_pair_seen"], state["step_block_size"] = pair.name, own_block
 DEFAULTS = page_defaults(max_new_tokens=64, block_size=own_block if pair.drafter is not None else None)
-ui.follow_lecturer()                                        # a student following the lecturer: their link
+classroom.follow_lecturer()                                        # a student following the lecturer: their link
 link = lecture.read_link(pair, DEFAULTS)                    # a link opened, or a challenge card followed
 
 request = state.pop("step_request", None)                   # "open in Step through" from Failure cases
 if request:
-    state["step_prompt"], state["step_example"] = request["prompt"], ui.OWN_PROMPT
+    state["step_prompt"], state["step_example"] = request["prompt"], inputs.OWN_PROMPT
     state["step_chat"] = bool(request.get("chat", False)) and has_chat_template(pair.tokenizer)
     for name, value in request["config"].items():
         key = {"max_new_tokens": "step_max_new"}.get(name, f"step_{name}")
@@ -47,7 +47,7 @@ def chat_box() -> bool:
     usable = has_chat_template(pair.tokenizer)
     if not usable:
         state["step_chat"] = False
-    ui.keep("step_chat")
+    inputs.keep("step_chat")
     row = st.container(horizontal=True, vertical_alignment="center", gap="small")
     on = row.checkbox("Chat prompt", key="step_chat", disabled=not usable,
                       help="Run the prompt as the pair's chat template formats it: one user message, the "
@@ -81,27 +81,27 @@ below = compact and not on_stage
 above, run_box, under = st.container(), st.container(), st.container()
 settings_box = under if below else above
 if on_stage:
-    settings_box = ui.settings_area()
+    settings_box = style.settings_area()
 notes = run_box.container()
 with settings_box:
     if not compact:
         st.title("Step through the rounds")
-    typed = ui.prompt_picker("step", 110, "Code and prose examples; or type any prompt on the left.")
+    typed = inputs.prompt_picker("step", 110, "Code and prose examples; or type any prompt on the left.")
     chat = chat_box()
     cols = st.columns(6)
-    selector = ui.setting("selector", "step_selector", "Selector", cols[0])
-    estimator = ui.setting("estimator", "step_estimator", "Estimator (TAPS)", cols[1],
+    selector = inputs.setting("selector", "step_selector", "Selector", cols[0])
+    estimator = inputs.setting("estimator", "step_estimator", "Estimator (TAPS)", cols[1],
                            extra_help="marginal: DDTree's surrogate · online: calibrated on this run's verdicts · "
                                       "learned: the pair's TAPS scorer.")
-    budget = ui.setting("budget", "step_budget", "Budget (nodes)", cols[2])
-    temperature = ui.setting("temperature", "step_temperature", "Temperature", cols[3])
-    block_size = ui.setting("block_size", "step_block_size", "Block size", cols[4], default=own_block,
+    budget = inputs.setting("budget", "step_budget", "Budget (nodes)", cols[2])
+    temperature = inputs.setting("temperature", "step_temperature", "Temperature", cols[3])
+    block_size = inputs.setting("block_size", "step_block_size", "Block size", cols[4], default=own_block,
                             disabled=pair.drafter is None, extra_help=f"This drafter's own: {own_block}.")
-    max_new = ui.setting("max_new_tokens", "step_max_new", "Max new tokens", cols[5], default=64)
+    max_new = inputs.setting("max_new_tokens", "step_max_new", "Max new tokens", cols[5], default=64)
     with st.expander("TAPS cost, DDTree and pool settings"):
-        more = ui.more_settings("step", ui.MAIN_SETTINGS)
+        more = inputs.more_settings("step", inputs.MAIN_SETTINGS)
 
-config, problem = ui.build_config(
+config, problem = inputs.build_config(
     pair, selector=selector, estimator=estimator, budget=budget, temperature=temperature, max_new_tokens=max_new,
     block_size=block_size if pair.drafter is not None else None, **more)
 prompt, chat_problem = session_prompt(typed, chat)
@@ -115,7 +115,7 @@ with notes:
     elif config is not None and config.uses_profile and profile is None:
         st.warning(profile_needed(config))
     lecture.profile_notice(pair, profile_id)
-model = ui.model_profile(pair)
+model = profiles.model_profile(pair)
 
 replay = request["round"] if request else link.round if link is not None else 0
 if replay and config is not None:
@@ -123,7 +123,7 @@ if replay and config is not None:
         queue = st.empty()
         try:
             with ctrl.lock:
-                ctrl.open_at(pair, prompt, config, profile, replay, on_wait=ui.queue_notice(queue))
+                ctrl.open_at(pair, prompt, config, profile, replay, on_wait=inputs.queue_notice(queue))
             lecture.replay_notice(replay, ctrl.view)
         except (ValueError, RuntimeError) as exc:
             st.error(f"Cannot open that {'case' if request else 'link'}: {exc}")
@@ -154,7 +154,7 @@ def stage_for_view() -> int:
 def counters(record, numbers) -> str:
     speed = numbers.speed
     modelled, measured = speed.modelled, speed.measured
-    where = ui.short_profile_name()
+    where = profiles.short_profile_name()
     shown = ctrl.visible[: ctrl.view]
     verified_run = sum(r.verified_nodes for r in shown)
     waste_round = record.waste_nodes / record.verified_nodes if record.verified_nodes else 0.0
@@ -209,7 +209,7 @@ def run_panel() -> None:
 
 class Actions:
     """Keys and autoplay ticks waiting to be acted on, filled by the keyboard component's callback
-    (a plain list: see `ui.action_button` on callbacks that touch st.session_state)."""
+    (a plain list: see `inputs.action_button` on callbacks that touch st.session_state)."""
 
     def __init__(self) -> None:
         self.waiting: list[str] = []
@@ -287,16 +287,16 @@ def waiting():
     """What a move that may decode tells the page while its job waits for the decode service (the
     queue slot drawn under the buttons; nothing when there is none)."""
     slot = state.get("_step_queue_slot")
-    return ui.queue_notice(slot) if slot is not None else None
+    return inputs.queue_notice(slot) if slot is not None else None
 
 
 def lecture_row(message, row) -> bool:
     """Back, Forward, Play and (not in presenter mode, where the row must stay one line) the speed
     and Copy link, in the buttons' row; keys and autoplay's clock. Returns whether moves were made."""
     actions = state.setdefault("step_actions", Actions())
-    if ui.action_button(row, "◀ Back", key="step_btn_back", width="content", help="Previous round (←)"):
+    if inputs.action_button(row, "◀ Back", key="step_btn_back", width="content", help="Previous round (←)"):
         actions.add("prev")
-    if ui.action_button(row, "Forward ▶", key="step_btn_forward", width="content",
+    if inputs.action_button(row, "Forward ▶", key="step_btn_forward", width="content",
                         help="Next round (→); past the last round shown, decodes the next one"):
         actions.add("next")
     moved = False
@@ -320,7 +320,7 @@ def lecture_row(message, row) -> bool:
     row.button("⏸ Pause" if playing else "▶ Play", key="step_play_toggle", on_click=toggle_play,
                help="Autoplay (space): rounds, or in Stage by stage the stages of each round; any click pauses")
     state.setdefault("step_play_speed", 1.0)
-    ui.keep("step_play_speed", "step_default_stage")
+    inputs.keep("step_play_speed", "step_default_stage")
     if not compact:
         row.select_slider("Seconds a step", [0.5, 1.0, 1.5, 2.0, 2.5, 3.0], key="step_play_speed", width=150,
                           format_func=lambda v: f"{v:g} s", help="Autoplay's pace: seconds a round (or a stage)")
@@ -342,10 +342,10 @@ NOTE_PX = 46                   # one caption line under the buttons and the gap 
 def run_panel_locked() -> None:
     state["_step_note_shown"] = False
     row = st.container(horizontal=True, vertical_alignment="bottom", gap="small", key="step_buttons")
-    do_step = ui.action_button(row, "Step", key="step_btn_step", type="primary", width="content")
-    do_ten = ui.action_button(row, "Run 10", key="step_btn_run10", width="content")
-    do_end = ui.action_button(row, "Run to end", key="step_btn_run_end", width="content")
-    do_reset = ui.action_button(row, "Reset", key="step_btn_reset", width="content")
+    do_step = inputs.action_button(row, "Step", key="step_btn_step", type="primary", width="content")
+    do_ten = inputs.action_button(row, "Run 10", key="step_btn_run10", width="content")
+    do_end = inputs.action_button(row, "Run to end", key="step_btn_run_end", width="content")
+    do_reset = inputs.action_button(row, "Reset", key="step_btn_reset", width="content")
     message = st.empty()
     state["_step_queue_slot"] = queue = st.empty()      # "2 steps ahead of yours" while a move waits
     lecture_row(message, row)
@@ -446,7 +446,7 @@ def tree_options() -> None:
                   key="step_color_by", on_change=remember, args=("step_color_by",))
     cols[1].number_input("Pool nodes drawn at most", min_value=0, max_value=800, step=20, key="step_pool_shown",
                          on_change=remember, args=("step_pool_shown",))
-    cols[1].toggle("Light drawing", key=ui.LIGHT_TREES, on_change=remember, args=(ui.LIGHT_TREES,),
+    cols[1].toggle("Light drawing", key=style.LIGHT_TREES, on_change=remember, args=(style.LIGHT_TREES,),
                    help="The tree as a plain picture: your browser does far less per Step (a class on one "
                         "laptop shares its cores), hover a node for its tooltip; no zoom or pan. On by default "
                         "when the app is served to a class.")
@@ -461,8 +461,8 @@ def views(record) -> None:
     tabs = st.tabs(list(lecture.TAB_LABELS), key="step_tab", on_change="rerun")
     remembered("step_color_by", "reach")
     remembered("step_pool_shown", 60)
-    remembered(ui.LIGHT_TREES, ui.light_trees_default())
-    ui.keep("step_compare_budget")
+    remembered(style.LIGHT_TREES, style.light_trees_default())
+    inputs.keep("step_compare_budget")
     run_config = ctrl.config
     shown_prompt = ctrl.prompt_text
     state["step_tree_widgets_drawn"] = tabs[0].open is not False and not on_stage
@@ -470,12 +470,12 @@ def views(record) -> None:
         if tabs[0].open is not False:
             if not compact:
                 tree_options()
-            color_by, pool_shown, plot = state["step_color_by"], int(state["step_pool_shown"]), ui.tree_plot(
+            color_by, pool_shown, plot = state["step_color_by"], int(state["step_pool_shown"]), style.tree_plot(
                 reserve=note_px())
-            ui.round_chart(record, ("tree", color_by, pool_shown, plot, shown_prompt, run_config),
+            style.round_chart(record, ("tree", color_by, pool_shown, plot, shown_prompt, run_config),
                            lambda: figures.round_tree_figure(record, color_by, pool_shown, plot, shown_prompt,
                                                              run_config), "step_tree_chart",
-                           light=plot.width if state[ui.LIGHT_TREES] else 0)
+                           light=plot.width if state[style.LIGHT_TREES] else 0)
             if below:                       # under the tree: the window is the tree's
                 tree_options()
             if not on_stage:
@@ -500,14 +500,14 @@ def views(record) -> None:
             # at Select, the cost model's curve beside the tree (below it, it sat under a 720 px window)
             curve = stage == "select" and ctrl.profile is not None and run_uses_profile(record.selector, run_config)
             left, right = st.columns([2.6, 1], gap="small") if curve else (st.container(), None)
-            plot = ui.tree_plot(share=0.72 if curve else 1.0, reserve=64 + note_px())
+            plot = style.tree_plot(share=0.72 if curve else 1.0, reserve=64 + note_px())
             with left:
-                ui.round_chart(record, ("lesson", stage, color_by, pool_shown, plot, shown_prompt, run_config),
+                style.round_chart(record, ("lesson", stage, color_by, pool_shown, plot, shown_prompt, run_config),
                                lambda: figures.lesson_figure(record, stage, color_by, pool_shown, plot, shown_prompt,
                                                              run_config), "step_lesson_chart")
             if curve:
                 with right:
-                    ui.chart(figures.size_curve_figure(record, ctrl.profile, height=plot.height), "step_size_chart",
+                    style.chart(figures.size_curve_figure(record, ctrl.profile, height=plot.height), "step_size_chart",
                              config={"displayModeBar": False})
     with tabs[2]:
         if tabs[2].open:
@@ -525,8 +525,8 @@ def views(record) -> None:
             except ValueError as exc:
                 st.error(str(exc))
             else:
-                plot = ui.tree_plot(reserve=72 + note_px())
-                ui.chart(figures.ranking_comparison_figure(record, int(compare_at), plot=plot, prompt=shown_prompt),
+                plot = style.tree_plot(reserve=72 + note_px())
+                style.chart(figures.ranking_comparison_figure(record, int(compare_at), plot=plot, prompt=shown_prompt),
                          "step_compare_chart")
                 st.caption("Look for: diamonds (only the marginal product keeps them) sitting under an early "
                            "off-mode choice, and squares (only reach keeps them) along the target's path. Verdicts "
@@ -545,14 +545,14 @@ def views(record) -> None:
 def candidates(record, shown_prompt: str, run_config: dict) -> None:
     """The round's block as a grid of the drafter's candidates, each selector's round on it, and the
     headroom per position below (built once per shared round and run so far)."""
-    plot = ui.tree_plot(reserve=note_px() + (16 if compact else 40))
+    plot = style.tree_plot(reserve=note_px() + (16 if compact else 40))
     visible, decoded = len(ctrl.visible), len(ctrl.session.tokens) if ctrl.session is not None else 0
 
     def build():
         return figures.candidates_figure(ctrl.candidates(record), plot, shown_prompt)
 
     try:
-        ui.round_chart(record, ("candidates", plot, shown_prompt, run_config, visible, decoded), build,
+        style.round_chart(record, ("candidates", plot, shown_prompt, run_config, visible, decoded), build,
                        "step_candidates_chart")
     except ValueError as exc:
         st.info(f"No candidates view: {exc}.")
@@ -595,7 +595,7 @@ def exports(record, shown_prompt: str, run_config: dict) -> None:
                             mime="text/csv", key="step_dl_csv", on_click="ignore")
     from taps.studio.lecture_file import controller_lecture
 
-    short = ui.short_profile_name()                 # read here: the file is made on another thread, on click
+    short = profiles.short_profile_name()                 # read here: the file is made on another thread, on click
     load = machine_load() if ctrl.live else None    # the load the counters above judge "measured" by
     row = st.container(horizontal=True, vertical_alignment="center", gap="small")
     row.download_button("Lecture as offline HTML",
@@ -668,7 +668,8 @@ def load_upload() -> None:
     # this pair can continue it: its prompt and settings go into the widgets, so Step replays it (a chat
     # run's prompt as the text its template made, which reads back as the same tokens)
     state["step_prompt"], state["step_chat"] = saved.prompt, False
-    state["step_example"] = next((e["title"] for e in ui.examples() if e["prompt"] == saved.prompt), ui.OWN_PROMPT)
+    state["step_example"] = next((e["title"] for e in inputs.examples() if e["prompt"] == saved.prompt),
+                                 inputs.OWN_PROMPT)
     for name, value in asdict(settings).items():
         key = lecture.widget_key(name)
         if key in state or name in DEFAULTS:

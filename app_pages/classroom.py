@@ -8,10 +8,10 @@ import streamlit as st
 
 from app_pages import address
 from taps.studio import lecturer
+from taps.studio.sign_in import MAX_TRIES, sign_in_guard, standing_text
 
 LECTURER = "_lecturer"                  # this browser session gave the lecturer's password
-LECTURER_TRIES = "_lecturer_tries"      # wrong passwords given in this browser session
-MAX_LECTURER_TRIES = 5
+FORWARDED = "X-Real-IP"                 # the browser's address, as the class server's nginx passes it on
 
 
 def class_settings() -> lecturer.ClassSettings:
@@ -26,18 +26,31 @@ def is_lecturer() -> bool:
     return not class_settings().served or bool(st.session_state.get(LECTURER))
 
 
+def client_address() -> str:
+    """The address this browser connects from, which sign-in tries are counted by. Streamlit gives
+    none for a connection from this machine itself: then the one the class server's nginx passed
+    on (which only a process on this machine can set), else "this machine"."""
+    try:
+        found = [st.context.ip_address, st.context.headers.get(FORWARDED)]
+    except (AttributeError, RuntimeError):       # no browser connection (a script)
+        found = []
+    # only text is an address (a test's app, with no server, answers with stand-in objects)
+    return next((a.strip() for a in found if isinstance(a, str) and a.strip()), "this machine")
+
+
 def _sign_in() -> None:
     state = st.session_state
     given, state["lecturer_password_input"] = state.get("lecturer_password_input", ""), ""
-    tries = int(state.get(LECTURER_TRIES, 0))
-    if tries >= MAX_LECTURER_TRIES:
-        state["lecturer_notice"] = "Too many wrong passwords in this browser session: open the app again to retry."
-    elif class_settings().check(given):
-        state[LECTURER], state[LECTURER_TRIES] = True, 0
+    verdict = sign_in_guard().attempt(client_address(), lambda: class_settings().check(given))
+    if verdict.signed_in:
+        state[LECTURER] = True
         state["lecturer_notice"] = "Signed in as the lecturer (in this browser session)."
+    elif not verdict.checked:
+        state["lecturer_notice"] = (f"Too many wrong passwords from this address: nothing was checked; "
+                                    f"{standing_text(verdict.standing)}.")
     else:
-        state[LECTURER_TRIES] = tries + 1
-        state["lecturer_notice"] = "That is not the lecturer's password: nothing changed."
+        state["lecturer_notice"] = (f"That is not the lecturer's password: nothing changed; "
+                                    f"{standing_text(verdict.standing)}.")
 
 
 def _sign_out() -> None:
@@ -103,6 +116,9 @@ def lecturer_sidebar() -> None:
             st.text_input("Lecturer password", type="password", key="lecturer_password_input",
                           help="Set in the server's .streamlit/secrets.toml (docs/serving.md). Students need none.")
             st.button("Sign in", key="lecturer_sign_in", on_click=_sign_in)
+            standing = sign_in_guard().standing(client_address())
+            if standing.wait_s > 0 or standing.left < MAX_TRIES:
+                st.caption(standing_text(standing)[0].upper() + standing_text(standing)[1:] + ".")
     notice = state.pop("lecturer_notice", None)
     if notice:
         (st.success if notice.startswith("Signed in") else st.warning)(notice)

@@ -1,41 +1,18 @@
 """The sidebar's latency profile box: which profile the runs and the modelled figures use,
-measuring this machine's own in the background (the lecturer's alone on a class server), and the
-what-if profiles (shipped references, measured target shapes, roofline estimates)."""
+measuring this machine's own in the background (the lecturer's alone on a class server, and what a
+student's page is told while the lecturer measures), and the what-if profiles below it
+(`app_pages.what_if_box`)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from app_pages.classroom import class_settings, is_lecturer, lecturer_only
-from app_pages.inputs import keep
-from app_pages.profiles import (
-    OVERRIDE,
-    ROOFLINE,
-    SHAPES,
-    THIS_MACHINE,
-    model_profile,
-    page_profile,
-    profile_label,
-    use_profile,
-)
-from taps import ModelPair, roofline
+from app_pages.profiles import OVERRIDE, page_profile, profile_label, short_label, use_profile
+from app_pages.what_if_box import model_the_speed, pair_references, references
+from taps import ModelPair
 from taps.studio import speed
 from taps.studio.page_profile import PageProfile
-
-
-def _references(pair_name: str | None) -> dict:
-    """Shipped measured profiles of the pair `pair_name` (all of them when None), read once per
-    process and profiles folder (`speed.shipped_profiles`)."""
-    return speed.shipped_profiles(pair_name)
-
-
-def _pair_references(pair: ModelPair | None) -> dict:
-    """The shipped measured profiles that price this very pair's rounds: none without a pair."""
-    if pair is None:
-        return {}
-    from taps.profiles import same_pair
-
-    return {name: p for name, p in _references(pair.name).items() if same_pair(p, pair)}
 
 
 def _finished(job) -> bool:
@@ -72,7 +49,47 @@ def session_token() -> str:
     return state["_session_token"]
 
 
+WATCHED = "_measure_watched"     # the lecturer's measurement this page was told is running (`class_notice`)
+
+
+def _told_the_class(pair: ModelPair, found: PageProfile) -> bool:
+    """On a class server, a student's page is told what the lecturer's measuring does to it, on any
+    replica (`taps.studio.profile_news`): one line while it runs, one once it switched the profile.
+    Returns whether it runs (the page then says nothing more about measuring)."""
+    if not class_settings().served or is_lecturer():
+        return False
+    from taps.profiles import profile_path
+    from taps.studio.profile_news import class_notice, profile_news
+
+    state, where = st.session_state, str(profile_path(pair))
+    sized_from = ("this machine's previous timings" if found.sizing_id == speed.MACHINE else
+                  f"the {short_label(found.sizing_id)}'s timings" if found.sizing_id else "no profile")
+    notice = class_notice(profile_news().current(where), state.get(WATCHED), sized_from)
+    state[WATCHED] = notice.watched
+    if notice.kind == "running":
+        st.info(notice.text, icon=":material/hourglass_top:")
+        _news_poll(pair, where)
+    elif notice.kind:
+        (st.success if notice.kind == "switched" else st.warning)(notice.text)
+    return notice.kind == "running"
+
+
+@st.fragment(run_every=2.0)
+def _news_poll(pair: ModelPair, where: str) -> None:
+    """While the lecturer measures: its progress when it runs in this process, and, once it ended
+    (on any replica), the whole page again, so runs switch and the page says so."""
+    from taps.studio.profile_news import class_notice, profile_news
+
+    if class_notice(profile_news().current(where), st.session_state.get(WATCHED), "").kind != "running":
+        st.rerun(scope="app")
+    job = speed.measure_job(pair)
+    if job is not None and not job.done:
+        st.progress(job.share, text=f"Measuring: {job.text}")
+
+
 def _measure_controls(pair: ModelPair, found: PageProfile) -> None:
+    if _told_the_class(pair, found):
+        return
     job = speed.measure_job(pair)
     if job is not None and not job.done:
         _measure_progress(pair)
@@ -104,82 +121,6 @@ def _profile_notices() -> None:
         (st.warning if notice.startswith("Could not") else st.success)(notice)
 
 
-def _model_the_speed(pair: ModelPair | None, run_id: str) -> None:
-    """The "Model the speed on" choice: the runs' profile, a shipped reference measured for this pair,
-    or a roofline what-if (device × target shape), labelled as an estimate."""
-    references = [name for name in _pair_references(pair) if name != run_id]
-    shapes = speed.shape_profiles()
-    options = [THIS_MACHINE, *references, *([SHAPES] if shapes else []), ROOFLINE]
-    state = st.session_state
-    state.setdefault("model_profile", THIS_MACHINE)
-    if state["model_profile"] not in options:
-        state["model_profile"] = THIS_MACHINE
-    keep("model_profile", "roofline_device", "roofline_model", "shape_profile")
-    st.radio("Model the speed on", options, key="model_profile",
-             format_func=lambda name: _runs_option(run_id) if name == THIS_MACHINE else
-             "roofline estimate (what-if hardware)" if name == ROOFLINE else
-             "measured target shape (what-if hardware)" if name == SHAPES else f"{name} (reference)",
-             help="Modelled speed-up = τ × AR step / round time, both read from this one profile: measured ones "
-                  "were timed on real hardware; a measured target shape prices this pair's rounds at the costs "
-                  "timed for a public target's shape (random weights) on another device; a roofline estimate "
-                  "prices them on a device and target shape from published constants, " + roofline.FORMULA + ".")
-    if state["model_profile"] == ROOFLINE:
-        _roofline_pickers(pair)
-    elif state["model_profile"] == SHAPES:
-        _shape_picker(pair, shapes)
-    chosen = model_profile(pair)
-    st.caption("Modelled figures use: " + (speed.profile_name(chosen) if chosen is not None else "no latency profile"))
-
-
-def _runs_option(run_id: str) -> str:
-    """The first "Model the speed on" option: the profile the runs use, named."""
-    if run_id == speed.MACHINE:
-        return "this machine's profile"
-    found = _references(None).get(run_id)
-    return f"the runs' profile ({f'the {found.device_label()}' if found is not None else run_id or 'none yet'})"
-
-
-def _roofline_pickers(pair: ModelPair | None) -> None:
-    data = roofline.load_data()
-    devices, models = list(data["devices"]), [*([pair.name] if pair is not None else []), *data["models"]]
-    state = st.session_state
-    state.setdefault("roofline_device", "h200")
-    state.setdefault("roofline_model", "qwen3-8b")
-    st.selectbox("Device", devices, key="roofline_device", format_func=lambda d: data["devices"][d]["name"],
-                   help="Published peak FLOP/s and memory bandwidth (the reference CPU's fitted to its measured "
-                        "profile); per-layer launch cost assumed. Sources: assets/profiles/roofline.json.")
-    st.selectbox("Target shape", models, key="roofline_model",
-                    format_func=lambda m: data["models"].get(m, {}).get("name", f"{m} (this pair)"),
-                    help="The target's layers, widths and vocabulary; the drafter is DFlash's for Qwen3 (5 layers "
-                         "at the target's width) or this pair's own.")
-    _ratio_caption(pair, "**Roofline estimate**, not measured", " (1: a 64-node tree costs what one token costs)",
-                   help=roofline.FORMULA)
-
-
-def _ratio_caption(pair: ModelPair | None, lead: str, tail: str = "", help: str | None = None) -> None:
-    """verify(64) / verify(1) of the what-if's profile, beside the runs' own where that is measured."""
-    found = page_profile(pair)
-    if found.model is not None:
-        against = (f"; {roofline.ratio(found.sizing):.2f} on {profile_label(found.sizing_id)}"
-                   if found.sizing is not None and found.sizing.kind == "measured" else "")
-        st.caption(f"{lead}: verify(64) / verify(1) = {roofline.ratio(found.model):.2f} there{against}{tail}.",
-                   help=help)
-
-
-def _shape_picker(pair: ModelPair | None, shapes: dict) -> None:
-    """The measured shape profile the what-if prices rounds with (device × target shape × context)."""
-    state = st.session_state
-    if state.get("shape_profile") not in shapes:
-        state["shape_profile"] = next(iter(shapes))
-    st.selectbox("Measured on", list(shapes), key="shape_profile",
-                 format_func=lambda name: speed.shape_option(shapes[name]),
-                 help="Costs timed by `python -m taps.eval.shape_profile` (scripts/gpu_check.sh) for a randomly "
-                      "initialised target and DFlash drafter at a public checkpoint's shape: its verify curve, "
-                      "drafter pass and AR step. Random weights accept nothing: the acceptance (τ, tree sizes) stays "
-                      "this pair's own.")
-    _ratio_caption(pair, "**Measured shape**, random weights")
-
-
 def profile_sidebar(pair: ModelPair | None) -> None:
     """Which profile the runs' trees and the modelled figures use (named, always), measuring this
     machine's own in the background, and the what-if profiles."""
@@ -198,9 +139,9 @@ def profile_sidebar(pair: ModelPair | None) -> None:
             st.rerun()
         _measure_controls(pair, found)
         _profile_notices()
-    _model_the_speed(pair, found.sizing_id)
-    others = {name: p.pair for name, p in _references(None).items()
-              if name not in _pair_references(pair) and p.kind != speed.SHAPE_KIND}
+    model_the_speed(pair, found.sizing_id)
+    others = {name: p.pair for name, p in references(None).items()
+              if name not in pair_references(pair) and p.kind != speed.SHAPE_KIND}
     if pair is not None and others:
         st.caption("Not offered: " + "; ".join(f"{name} (measured for {owner or 'an unnamed pair'}, not {pair.name})"
                                               for name, owner in others.items())

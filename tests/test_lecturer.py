@@ -4,8 +4,8 @@ latency profile, and a refused try changes nothing for anyone; the lecturer can 
 password; a pair folder outside the allowed roots is refused with one message that names no server
 path and does not say whether the path exists; a notice meant for one session ("Measured and
 saved...") never shows in another. A lone user (no password configured) keeps every control.
-Wrong passwords are counted per client address on the server, so a reload meets the same limit
-(issue 61)."""
+Wrong passwords are counted per client address on the server, so a reload meets the same limit;
+a student's page says while the lecturer measures the profile, and once when it switched (issue 61)."""
 
 from __future__ import annotations
 
@@ -158,7 +158,8 @@ def sign_in(at: AppTest, password: str) -> AppTest:
 
 def sidebar_text(at: AppTest) -> str:
     return " | ".join([c.value for c in at.sidebar.caption] + [s.value for s in at.sidebar.success] +
-                      [w.value for w in at.sidebar.warning] + [e.value for e in at.sidebar.error])
+                      [w.value for w in at.sidebar.warning] + [e.value for e in at.sidebar.error] +
+                      [i.value for i in at.sidebar.info])
 
 
 def test_a_lone_user_keeps_every_control():
@@ -234,6 +235,63 @@ def test_the_lecturers_measurement_is_said_to_the_lecturer_alone(tiny_pair_dir):
             assert not other.exception
             assert "Measured and saved" not in sidebar_text(other)
             assert "measured by the lecturer" in sidebar_text(other)          # every page sizes from it, and says so
+
+
+# ---------------------------------------------------------------------------- told what the lecturer measures
+def test_what_a_page_is_told_about_the_lecturers_measuring(tmp_path):
+    from taps.studio.profile_news import STALE_AFTER_S, Measuring, ProfileNews, class_notice
+
+    news = ProfileNews(tmp_path / "news.json")
+    assert news.current("p") is None and class_notice(None, None, "the reference CPU's timings").kind == ""
+    news.started("p", now=100.0)
+    running = ProfileNews(tmp_path / "news.json").current("p")                    # another replica reads it
+    assert running == Measuring("p", 100.0)
+    told = class_notice(running, None, "the reference CPU's timings", now=130.0)
+    assert told.kind == "running" and "The lecturer is measuring" in told.text and "reference CPU" in told.text
+    again = class_notice(running, told.watched, "this machine's previous timings", now=131.0)
+    assert again.watched == told.watched                                          # what trees were sized from then
+    news.ended("p", now=170.0)
+    ended = news.current("p")
+    assert ended == Measuring("p", 100.0, 170.0)
+    switched = class_notice(ended, told.watched, "this machine's previous timings", now=171.0)
+    assert switched.kind == "switched" and "the profile switched" in switched.text
+    assert "own timings from now on (until now: the reference CPU's timings)" in switched.text
+    assert class_notice(ended, switched.watched, "x", now=172.0).kind == ""         # said once
+    assert class_notice(ended, None, "x", now=172.0).kind == ""                     # a page opened after it ended
+    news.started("p", now=200.0)
+    news.ended("p", error="RuntimeError: busy", now=210.0)
+    watched = (200.0, "the reference CPU's timings")
+    assert class_notice(news.current("p"), watched, "x", now=211.0).kind == "failed"
+    stale = Measuring("q", 100.0)                                                 # its process stopped mid-way
+    assert class_notice(stale, (100.0, "y"), "y", now=100.0 + STALE_AFTER_S).kind == "failed"
+    assert class_notice(stale, None, "y", now=100.0 + STALE_AFTER_S).kind == ""
+
+
+def test_a_student_is_told_while_the_lecturer_measures_and_when_the_profile_switched(tiny_pair_dir):
+    from taps.profiles import profile_path
+    from taps.studio import speed
+    from taps.studio.profile_news import profile_news
+
+    where = str(profile_path(load_pair_from_source(str(tiny_pair_dir), "auto")))
+    news = profile_news()
+    try:
+        student = open_as()
+        assert "The lecturer is measuring" not in sidebar_text(student)
+        news.started(where)                             # the lecturer measures (on another replica: no job here)
+        student.run()
+        text = sidebar_text(student)
+        assert "The lecturer is measuring this machine's latency profile" in text and not student.exception
+        assert speed.MEASURE_REASON[1:] not in text and "This machine: measured" not in text
+        news.ended(where)
+        student.run()
+        assert "the profile switched, and trees are sized from this machine's own timings" in sidebar_text(student)
+        student.run()
+        assert "the profile switched" not in sidebar_text(student)                # said once
+        assert "This machine: measured by the lecturer" in sidebar_text(student)
+        for other in (open_as(), sign_in(open_as(), PASSWORD)):                   # opened after; the lecturer
+            assert "the profile switched" not in sidebar_text(other) and "is measuring" not in sidebar_text(other)
+    finally:
+        news.path.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------- following the lecturer

@@ -11,18 +11,13 @@ from app_pages import address, classroom, inputs, profiles
 from app_pages import page_style as style
 from taps.record import STAGES
 from taps.studio.link import TABS, StepLink, fits, parse_step_link, settings_of, step_link_params, too_long
+from taps.studio.step_page import STAGE_TAB, widget_key
 
 # the Step page's tabs, and the link's view names for them
 TAB_LABELS = ("Draft tree", "Stage by stage", "Marginal vs path", "Candidates", "All rounds", "Export")
 TAB_OF_VIEW = {"tree": "Draft tree", "compare": "Marginal vs path", "candidates": "Candidates", "rounds": "All rounds",
                "export": "Export"}
 VIEW_OF_TAB = {label: view for view, label in TAB_OF_VIEW.items()}
-STAGE_TAB = "Stage by stage"
-
-
-def widget_key(name: str) -> str:
-    """The Step page's widget key of a decode setting."""
-    return {"max_new_tokens": "step_max_new"}.get(name, f"step_{name}")
 
 
 def session_profile(pair, budget: int = 0):

@@ -52,7 +52,7 @@ with right:
     lost = [len(below & set(choose(score, budget).tolist())) for score in (toy.path_marginal, toy.reach)]
     height = style.tree_plot(reserve=-130).height if on_stage else None     # the window less the bar and title
     style.chart(figures.toy_tree_figure(toy, budget=budget, rejected=rejected, height=height), "home_toy_chart",
-             config={"displayModeBar": False})
+                config={"displayModeBar": False})
     st.caption(f"A toy tree with a budget of {budget} nodes. Suppose the target rejects '{toy.labels[rejected]}': "
                f"everything below it is waste. DDTree (left) put {lost[0]} nodes there, TAPS (right) {lost[1]}.")
 if on_stage:

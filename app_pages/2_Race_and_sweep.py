@@ -54,7 +54,7 @@ with style.settings_area("Race settings"):
         help="DFlash's drafter with DFlash2's path selector: one chain through the drafter's top 16 candidates "
              "per position, at the same budget")
 config, problem = inputs.build_config(pair, estimator=estimator, budget=budget, max_new_tokens=max_new,
-                                  temperature=temperature)
+                                      temperature=temperature)
 found = profiles.page_profile(pair, config.budget if config else 0)
 if problem:
     st.error(f"Cannot run these settings: {problem}")

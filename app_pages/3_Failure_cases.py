@@ -31,7 +31,7 @@ state.setdefault("fail_source", SOURCES[0])
 state.setdefault("fail_limit", 5)
 state.setdefault("fail_waste_threshold", 0.5)
 inputs.keep("fail_source", "fail_text", "fail_limit", "fail_waste_threshold", "fail_kind", "fail_oracle",
-        "fail_dflash2")
+            "fail_dflash2")
 settings_box = style.settings_area("Prompts and settings")
 with settings_box:
     source = st.radio("Prompts", SOURCES, horizontal=True, key="fail_source", help=INTRO if on_stage else None)
@@ -83,7 +83,7 @@ find_area = st.container(horizontal=True, vertical_alignment="center") if on_sta
 if find_area.button("Find failures", key="fail_btn", type="primary"):
     state.pop("fail_report", None)                  # a failed search never leaves the old report under its error
     config, problem = inputs.build_config(pair, selector=TAPS.name, estimator=estimator, budget=budget,
-                                      max_new_tokens=max_new, taps_mode=taps_mode)
+                                          max_new_tokens=max_new, taps_mode=taps_mode)
     profile, profile_id = profiles.run_profile(pair, budget if config else 0)
     try:
         if problem:
@@ -181,7 +181,7 @@ if report is not None:
         plot = style.tree_plot(reserve=PRESENTER_EXTRA_PX if on_stage else 0)
         with tabs[0]:
             style.chart(figures.round_tree_figure(case.taps_round, color_by, plot=plot, prompt=case.prompt,
-                                               config=report.config), "fail_tree_chart")
+                                                  config=report.config), "fail_tree_chart")
         for tab, (name, other) in zip(tabs[1:], case.others.items()):
             with tab:
                 if other is None:
@@ -189,12 +189,12 @@ if report is not None:
                                "(the context is full).")
                 else:
                     style.chart(figures.round_tree_figure(other, color_by, plot=plot, prompt=case.prompt,
-                                                       config=report.config), f"fail_{name}_chart")
+                                                          config=report.config), f"fail_{name}_chart")
         if on_stage:
             with tabs[-1]:
                 st.dataframe(frame, key="fail_table", hide_index=True, height=plot.height)
         with tabs[len(case.others) + 1]:
             style.chart(figures.ranking_comparison_figure(case.taps_round, plot=plot, prompt=case.prompt),
-                     "fail_compare_chart")
+                        "fail_compare_chart")
         st.download_button("Cases as CSV", data=pd.DataFrame([c.row() for c in report.cases]).to_csv(index=False),
                            file_name="taps-failures.csv", mime="text/csv", key="fail_dl_csv", on_click="ignore")

@@ -185,8 +185,8 @@ def controls(pair, setup: Setup) -> None:
     bar = st.container(horizontal=True, vertical_alignment="center", gap="small", key="race_controls")
     with bar:
         clicked = inputs.action_button(st, "Race", key="lanes_btn", type="primary", disabled=bool(setup.problem),
-                                   help="Decode every lane once (a progress bar), then replay them together on the "
-                                        "clock")
+                                       help="Decode every lane once (a progress bar), then replay them together on the "
+                                            "clock")
         if clock.playing:
             st.button("Pause", key="race_pause", on_click=clock.pause, icon=":material/pause:", disabled=idle)
         else:
@@ -243,7 +243,7 @@ def _draw_lanes(setup: Setup) -> None:
         with column:
             st.html(lane_html(info, text_px))
             style.chart(lane_tree_figure(info.last, height=tree_px, title=lane_title(info)), f"lane_tree_{lane.label}",
-                     config={"displayModeBar": False})
+                        config={"displayModeBar": False})
     if ended:
         st.rerun(scope="app")
 

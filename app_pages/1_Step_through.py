@@ -174,7 +174,6 @@ def lecture_row(message, row) -> bool:
     return moved
 
 
-
 def run_panel_locked() -> None:
     state["_step_note_shown"] = False
     row = st.container(horizontal=True, vertical_alignment="bottom", gap="small", key="step_buttons")
@@ -251,7 +250,6 @@ def run_panel_locked() -> None:
     ctrl.catch_up_later()                   # the AR baseline's remaining steps, once the page is drawn
 
 
-
 def write_link() -> None:
     """The address bar: a link that replays the run on view (or, before one, the settings above)."""
     if ctrl.session is not None or ctrl.saved is not None:
@@ -261,7 +259,6 @@ def write_link() -> None:
                            chat=chat_typed is not None)
     else:
         lecture.write_link(typed, asdict(config) if config is not None else {}, 0, DEFAULTS, profile_id, chat=chat)
-
 
 
 with run_box:
@@ -286,7 +283,6 @@ def load_upload() -> None:
     # this pair can continue it: its prompt and settings go into the widgets, so Step replays it
     state.update(saved_run_values(saved, settings, inputs.examples(), own_block, inputs.OWN_PROMPT,
                                   lambda name, key: key in state or name in DEFAULTS))
-
 
 
 if not on_stage:

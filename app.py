@@ -20,7 +20,7 @@ st.set_page_config(page_title="TAPS Studio", page_icon="🌳", layout="wide")
 warmup.hold_still()           # a class's pages do not animate while they wait (app_pages/warmup.py)
 warmup.wait_for_engine()      # the first pages after a start say what they wait for (app_pages/warmup.py)
 
-from app_pages import common as ui  # noqa: E402
+from app_pages import frame  # noqa: E402
 
 PAGES = [
     st.Page("app_pages/0_Home.py", title="Home", icon=":material/home:", default=True),
@@ -29,4 +29,4 @@ PAGES = [
     st.Page("app_pages/3_Failure_cases.py", title="Failure cases", icon=":material/search:"),
     st.Page("app_pages/4_Learn.py", title="Learn", icon=":material/school:"),
 ]
-ui.frame(PAGES).run()
+frame.frame(PAGES).run()

@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from app_pages import common as ui
+from app_pages import page_style as style
+from app_pages import pair_box, profiles
 from taps.studio import figures
 from taps.studio.app_state import pair_facts
 from taps.studio.toy import PRESETS, build_toy_tree, choose, descendants
@@ -23,11 +24,11 @@ its **path-conditioned reach** (the chance the target accepts the whole path) in
 marginal product DDTree uses, and spends the budget where acceptance is likely, not under
 prefixes the target will reject (**rejected-prefix waste**).
 """
-on_stage = ui.presenter()
+on_stage = style.presenter()
 st.title("TAPS Studio")
 if not on_stage:
     st.markdown("#### See and measure tree speculative decoding with diffusion drafters")
-pair = ui.current_pair(stop=False)
+pair = pair_box.current_pair(stop=False)
 
 left, right = st.columns([1, 1] if not on_stage else [2, 3])
 with left:
@@ -40,8 +41,8 @@ with left:
     else:
         st.markdown(INTRO)
     if pair is not None:
-        _, profile_id = ui.run_profile(pair)
-        st.caption(f"**Latency profile** — {ui.profile_label(profile_id)}: what verifying a tree of each size "
+        _, profile_id = profiles.run_profile(pair)
+        st.caption(f"**Latency profile** — {profiles.profile_label(profile_id)}: what verifying a tree of each size "
                    "costs; TAPS's cost mode sizes every tree from it, and modelled speed-ups use it as their clock.")
 with right:
     preset = PRESETS["Two good openings"]
@@ -49,9 +50,9 @@ with right:
     rejected, budget = 2, 8
     below = set(descendants(toy, rejected))
     lost = [len(below & set(choose(score, budget).tolist())) for score in (toy.path_marginal, toy.reach)]
-    height = ui.tree_plot(reserve=-130).height if on_stage else None     # the window less the bar and title
-    ui.chart(figures.toy_tree_figure(toy, budget=budget, rejected=rejected, height=height), "home_toy_chart",
-             config={"displayModeBar": False})
+    height = style.tree_plot(reserve=-130).height if on_stage else None     # the window less the bar and title
+    style.chart(figures.toy_tree_figure(toy, budget=budget, rejected=rejected, height=height), "home_toy_chart",
+                config={"displayModeBar": False})
     st.caption(f"A toy tree with a budget of {budget} nodes. Suppose the target rejects '{toy.labels[rejected]}': "
                f"everything below it is waste. DDTree (left) put {lost[0]} nodes there, TAPS (right) {lost[1]}.")
 if on_stage:

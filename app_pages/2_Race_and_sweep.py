@@ -2,21 +2,22 @@
 replayed: play, pause, step), the finish table with its decomposition and a caption from the
 data; then the repeated race (modelled beside measured, median and range) and the sweep over
 budgets. Every modelled figure of the page is priced by one profile, named beside it
-(`ui.page_profile`). The logic is in `taps.studio.race`; the page's Streamlit pieces in
+(`profiles.page_profile`). The logic is in `taps.studio.race`; the page's Streamlit pieces in
 `app_pages.race_widgets`."""
 
 import streamlit as st
 
-from app_pages import common as ui
+from app_pages import inputs, pair_box, profiles
+from app_pages import page_style as style
 from app_pages import race_widgets as race_ui
 from taps.policies import DFLASH2, ORACLE, names, policy
 from taps.studio.link import CLOCKS, RACE_BATCHES
 from taps.studio.race import DEFAULT_NEW_TOKENS, PACES
 from taps.studio.speed import MAX_REPEATS, MIN_REPEATS
 
-pair = ui.current_pair()
+pair = pair_box.current_pair()
 state = st.session_state
-on_stage = ui.presenter()
+on_stage = style.presenter()
 BUDGETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
 race_ui.read_link(pair)
@@ -27,14 +28,14 @@ race_ui.link_messages()
 state.setdefault("race_clock", CLOCKS[0])
 state.setdefault("race_pace", "normal")
 state.setdefault("race_batch", RACE_BATCHES[0])
-ui.keep("race_clock", "race_pace", "race_oracle", "race_dflash2", "race_batch")
-with ui.settings_area("Race settings"):
-    prompt = ui.prompt_picker("race", 90 if on_stage else 100)
+inputs.keep("race_clock", "race_pace", "race_oracle", "race_dflash2", "race_batch")
+with style.settings_area("Race settings"):
+    prompt = inputs.prompt_picker("race", 90 if on_stage else 100)
     cols = st.columns(6)
-    estimator = ui.setting("estimator", "race_estimator", "TAPS estimator", cols[0])
-    budget = ui.setting("budget", "race_budget", "Budget", cols[1])
-    max_new = ui.setting("max_new_tokens", "race_max_new", "New tokens", cols[2], default=DEFAULT_NEW_TOKENS)
-    temperature = ui.setting("temperature", "race_temperature", "Temperature", cols[3])
+    estimator = inputs.setting("estimator", "race_estimator", "TAPS estimator", cols[0])
+    budget = inputs.setting("budget", "race_budget", "Budget", cols[1])
+    max_new = inputs.setting("max_new_tokens", "race_max_new", "New tokens", cols[2], default=DEFAULT_NEW_TOKENS)
+    temperature = inputs.setting("temperature", "race_temperature", "Temperature", cols[3])
     clock = cols[4].selectbox("Clock", CLOCKS, key="race_clock",
                               help="modelled: each round lasts what the latency profile says it costs (the same "
                                    "on any machine, every time); measured: the seconds it took here (noisy)")
@@ -52,12 +53,12 @@ with ui.settings_area("Race settings"):
         "Add DFlash2's lane (a chain walked by its path selector)", key="race_dflash2",
         help="DFlash's drafter with DFlash2's path selector: one chain through the drafter's top 16 candidates "
              "per position, at the same budget")
-config, problem = ui.build_config(pair, estimator=estimator, budget=budget, max_new_tokens=max_new,
-                                  temperature=temperature)
-found = ui.page_profile(pair, config.budget if config else 0)
+config, problem = inputs.build_config(pair, estimator=estimator, budget=budget, max_new_tokens=max_new,
+                                      temperature=temperature)
+found = profiles.page_profile(pair, config.budget if config else 0)
 if problem:
     st.error(f"Cannot run these settings: {problem}")
-ui.profile_banner(pair)
+profiles.profile_banner(pair)
 race_ui.write_link(prompt, budget, estimator, temperature, clock, found.sizing_id, batch)
 setup = race_ui.Setup(prompt, config, max_new, bool(oracle), clock, found, problem, dflash2=bool(dflash2),
                       batch=int(batch))
@@ -75,7 +76,7 @@ st.subheader("Repeated race: modelled beside measured")
 RUNNABLE = [name for name in names() if policy(name).runs_on(pair)]    # DFlash2 needs the pair's path selector
 state.setdefault("race_selectors", RUNNABLE)
 state.setdefault("race_repeats", MIN_REPEATS)
-ui.keep("race_selectors", "race_repeats", "sweep_budgets")
+inputs.keep("race_selectors", "race_repeats", "sweep_budgets")
 cols = st.columns([3, 1])
 state["race_selectors"] = [name for name in state["race_selectors"] if name in RUNNABLE]
 selectors = cols[0].multiselect("Selectors (AR always runs first: it is the baseline)", RUNNABLE,

@@ -5,7 +5,8 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from app_pages import common as ui
+from app_pages import inputs, pair_box, profiles
+from app_pages import page_style as style
 from taps.eval.prompts import humaneval_prompts, parse_prompt_text
 from taps.policies import DDTREE, DFLASH2, ORACLE, TAPS
 from taps.studio import figures
@@ -13,11 +14,11 @@ from taps.studio.app_state import profile_needed
 from taps.studio.failures import KINDS, checked_summary, display_name, find_failures
 from taps.studio.serve import decode_service
 
-pair = ui.current_pair()
+pair = pair_box.current_pair()
 state = st.session_state
 SOURCES = ("Shipped examples", "HumanEval", "Your own")
-on_stage = ui.presenter()
-PRESENTER_EXTRA_PX = 100        # presenter mode: the pickers' row and the case's why, beyond what ui.tree_plot keeps
+on_stage = style.presenter()
+PRESENTER_EXTRA_PX = 100        # presenter mode: the pickers' row and the case's why, beyond what style.tree_plot keeps
 INTRO = ("TAPS runs greedily over a set of prompts. From the root of every TAPS round, DDTree runs one round over "
          "the same context (and, when asked, the oracle, which knows the target's tokens), so they are compared "
          "at the same position. Rounds where TAPS accepted fewer tokens than DDTree come first, most tokens lost "
@@ -29,9 +30,9 @@ if not on_stage:                # presenter mode: the top bar names the page; th
 state.setdefault("fail_source", SOURCES[0])
 state.setdefault("fail_limit", 5)
 state.setdefault("fail_waste_threshold", 0.5)
-ui.keep("fail_source", "fail_text", "fail_limit", "fail_waste_threshold", "fail_kind", "fail_oracle",
-        "fail_dflash2")
-settings_box = ui.settings_area("Prompts and settings")
+inputs.keep("fail_source", "fail_text", "fail_limit", "fail_waste_threshold", "fail_kind", "fail_oracle",
+            "fail_dflash2")
+settings_box = style.settings_area("Prompts and settings")
 with settings_box:
     source = st.radio("Prompts", SOURCES, horizontal=True, key="fail_source", help=INTRO if on_stage else None)
     if source == "Your own":
@@ -40,11 +41,11 @@ with settings_box:
                        "by a line holding only ---", key="fail_text", height=150)
         right.file_uploader("…or upload a .txt or .jsonl file", type=["txt", "jsonl"], key="fail_upload")
     cols = st.columns(3 if on_stage else 6)
-    budget = ui.setting("budget", "fail_budget", "Budget", cols[0])
-    estimator = ui.setting("estimator", "fail_estimator", "TAPS estimator", cols[1])
-    taps_mode = ui.setting("taps_mode", "fail_taps_mode", "TAPS mode", cols[2])
+    budget = inputs.setting("budget", "fail_budget", "Budget", cols[0])
+    estimator = inputs.setting("estimator", "fail_estimator", "TAPS estimator", cols[1])
+    taps_mode = inputs.setting("taps_mode", "fail_taps_mode", "TAPS mode", cols[2])
     cols = cols[3:] if not on_stage else st.columns(3)
-    max_new = ui.setting("max_new_tokens", "fail_max_new", "Max new tokens", cols[0], default=32)
+    max_new = inputs.setting("max_new_tokens", "fail_max_new", "Max new tokens", cols[0], default=32)
     limit = cols[1].number_input("Prompts at most", step=1, key="fail_limit", help="1 to 200")
     threshold = cols[2].slider("Waste flag at", min_value=0.1, max_value=1.0, step=0.05, key="fail_waste_threshold",
                                help="Flag rounds whose waste share reaches this")
@@ -61,7 +62,7 @@ def gather_prompts() -> list[dict]:
     if not 1 <= int(limit) <= 200:
         raise ValueError(f"prompts at most must be from 1 to 200, got {limit}")
     if source == "Shipped examples":
-        prompts = ui.examples()
+        prompts = inputs.examples()
     elif source == "HumanEval":
         prompts = humaneval_prompts()
     else:
@@ -81,9 +82,9 @@ def gather_prompts() -> list[dict]:
 find_area = st.container(horizontal=True, vertical_alignment="center") if on_stage else settings_box
 if find_area.button("Find failures", key="fail_btn", type="primary"):
     state.pop("fail_report", None)                  # a failed search never leaves the old report under its error
-    config, problem = ui.build_config(pair, selector=TAPS.name, estimator=estimator, budget=budget,
-                                      max_new_tokens=max_new, taps_mode=taps_mode)
-    profile, profile_id = ui.run_profile(pair, budget if config else 0)
+    config, problem = inputs.build_config(pair, selector=TAPS.name, estimator=estimator, budget=budget,
+                                          max_new_tokens=max_new, taps_mode=taps_mode)
+    profile, profile_id = profiles.run_profile(pair, budget if config else 0)
     try:
         if problem:
             raise ValueError(problem)
@@ -98,14 +99,14 @@ if find_area.button("Find failures", key="fail_btn", type="primary"):
         def tick(done: int, total: int, name: str) -> None:
             bar.progress(done / total, text=f"{done} of {total} prompts · {name}")
 
-        with decode_service().held(on_wait=ui.queue_notice(bar)):
+        with decode_service().held(on_wait=inputs.queue_notice(bar)):
             compare = (DDTREE.name, *([DFLASH2.name] if with_dflash2 else []), *([ORACLE.name] if with_oracle else []))
             report = find_failures(pair, prompts, config, compare=compare, waste_threshold=float(threshold),
                                    on_progress=tick, profile=profile)
         state["fail_report"] = report
         state["fail_report_id"] = state.get("fail_report_id", 0) + 1
         state["fail_report_source"] = source
-        state["fail_report_profile"] = ui.profile_label(profile_id) if config.uses_profile else ""
+        state["fail_report_profile"] = profiles.profile_label(profile_id) if config.uses_profile else ""
         bar.empty()
 
 report = state.get("fail_report")
@@ -130,13 +131,13 @@ if report is not None:
                         "estimate; the marginal product for DDTree, over its rounds from the same positions), "
                         "against the share of them the target accepted. On the dashed diagonal the estimate is "
                         "calibrated; below it, over-confident. " + report.calibration_line())
-            ui.chart(figures.reliability_figure(tables), "fail_reliability_chart")
+            style.chart(figures.reliability_figure(tables), "fail_reliability_chart")
     counts = report.counts()
     kinds = report.kinds + ["all"]
     if state.get("fail_kind") not in kinds:
         state["fail_kind"] = DDTREE.name
     state.setdefault("fail_color_by", "reach")
-    ui.keep("fail_color_by")
+    inputs.keep("fail_color_by")
     # presenter mode: the filter, the case and the colouring in one row, so the trees get the window
     picker = st.columns([2.2, 2.2, 1.6]) if on_stage else [st, st, None]
     # presenter mode: a menu (the segmented control's buttons do not fit a third of 1280 px)
@@ -177,23 +178,23 @@ if report is not None:
         tabs = st.tabs(["TAPS's round"] + [f"{display_name(name, capital=True)}'s round (same position)"
                                            for name in case.others] + ["Marginal vs path-conditioned"]
                        + (["All flagged"] if on_stage else []))
-        plot = ui.tree_plot(reserve=PRESENTER_EXTRA_PX if on_stage else 0)
+        plot = style.tree_plot(reserve=PRESENTER_EXTRA_PX if on_stage else 0)
         with tabs[0]:
-            ui.chart(figures.round_tree_figure(case.taps_round, color_by, plot=plot, prompt=case.prompt,
-                                               config=report.config), "fail_tree_chart")
+            style.chart(figures.round_tree_figure(case.taps_round, color_by, plot=plot, prompt=case.prompt,
+                                                  config=report.config), "fail_tree_chart")
         for tab, (name, other) in zip(tabs[1:], case.others.items()):
             with tab:
                 if other is None:
                     st.caption(f"{display_name(name, capital=True)} could not run from this position "
                                "(the context is full).")
                 else:
-                    ui.chart(figures.round_tree_figure(other, color_by, plot=plot, prompt=case.prompt,
-                                                       config=report.config), f"fail_{name}_chart")
+                    style.chart(figures.round_tree_figure(other, color_by, plot=plot, prompt=case.prompt,
+                                                          config=report.config), f"fail_{name}_chart")
         if on_stage:
             with tabs[-1]:
                 st.dataframe(frame, key="fail_table", hide_index=True, height=plot.height)
         with tabs[len(case.others) + 1]:
-            ui.chart(figures.ranking_comparison_figure(case.taps_round, plot=plot, prompt=case.prompt),
-                     "fail_compare_chart")
+            style.chart(figures.ranking_comparison_figure(case.taps_round, plot=plot, prompt=case.prompt),
+                        "fail_compare_chart")
         st.download_button("Cases as CSV", data=pd.DataFrame([c.row() for c in report.cases]).to_csv(index=False),
                            file_name="taps-failures.csv", mime="text/csv", key="fail_dl_csv", on_click="ignore")

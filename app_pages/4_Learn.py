@@ -6,8 +6,8 @@ reopens it, and a bad value gets a message and the page's default (`taps.studio.
 
 import streamlit as st
 
-from app_pages import address
-from app_pages import common as ui
+from app_pages import address, inputs, pair_box
+from app_pages import page_style as style
 from app_pages import widgets as app_widgets
 from taps.studio import figures
 from taps.studio.challenges import CARDS, card_answers
@@ -31,8 +31,8 @@ FIRST = next(iter(PRESETS))
 LEARN_CHROME_PX = 265        # presenter mode: the top bar, the knobs and numbers row and the tabs above the tree
 THIS_PAGE = "app_pages/4_Learn.py"
 PAGE_NAMES = {"Step_through": "Step through", "Race_and_sweep": "Race and sweep", "Learn": "Learn"}
-ui.keep("learn_preset", "learn_marginals", "learn_factor", "learn_budget", "learn_reject")
-on_stage = ui.presenter()
+inputs.keep("learn_preset", "learn_marginals", "learn_factor", "learn_budget", "learn_reject")
+on_stage = style.presenter()
 
 
 def use_preset() -> None:
@@ -122,7 +122,7 @@ def knobs(where) -> tuple:
 
 
 if on_stage:
-    with ui.settings_area("Preset and marginals"):
+    with style.settings_area("Preset and marginals"):
         marginals, tokens = preset_and_marginals()
     row = st.columns([1, 1, 1, 1.3])
     tree, budget, rejected = knobs(row)
@@ -148,16 +148,16 @@ tree_caption = ("Look for: nodes below a non-favourite token keep a high margina
 def tree_chart() -> None:
     fig = figures.toy_tree_figure(tree, budget, rejected or None)
     if on_stage:                                         # the whole page fits the window: the tree takes what is left
-        plot = ui.tree_plot(reserve=LEARN_CHROME_PX - ui.PRESENTER_CHROME_PX)
+        plot = style.tree_plot(reserve=LEARN_CHROME_PX - style.PRESENTER_CHROME_PX)
         fig.update_layout(height=plot.height, title_text="", margin=dict(t=62, b=112))
-    ui.chart(fig, "learn_tree_chart")
+    style.chart(fig, "learn_tree_chart")
 
 
 def curve_chart() -> None:
     fig = figures.toy_curve_figure(acceptance_curve(tree, 30), budget)
     if on_stage:
-        fig.update_layout(height=ui.tree_plot(reserve=LEARN_CHROME_PX - ui.PRESENTER_CHROME_PX).height)
-    ui.chart(fig, "learn_curve_chart", config={"displayModeBar": False})
+        fig.update_layout(height=style.tree_plot(reserve=LEARN_CHROME_PX - style.PRESENTER_CHROME_PX).height)
+    style.chart(fig, "learn_curve_chart", config={"displayModeBar": False})
     st.caption("Look for: the gap between the lines is what path conditioning buys; it closes as the "
                "off-mode factor goes to 1, where the marginals are the truth.")
 
@@ -204,7 +204,7 @@ def card_answer(item, pair, verdict) -> None:
 def challenge_cards() -> None:
     """The cards; while the engine works their answers out, they redraw every two seconds on their
     own (a fragment), and the page reruns once when the last answer is in."""
-    pair = ui.loaded_pair()
+    pair = pair_box.loaded_pair()
     waiting = pair is not None and card_answers().pending(pair) > 0
     st.fragment(_cards, run_every=2.0 if waiting else None)(pair, waiting)
 

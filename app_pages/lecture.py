@@ -7,27 +7,22 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import address
-from app_pages import common as ui
+from app_pages import address, classroom, inputs, profiles
+from app_pages import page_style as style
 from taps.record import STAGES
 from taps.studio.link import TABS, StepLink, fits, parse_step_link, settings_of, step_link_params, too_long
+from taps.studio.step_page import STAGE_TAB, widget_key
 
 # the Step page's tabs, and the link's view names for them
 TAB_LABELS = ("Draft tree", "Stage by stage", "Marginal vs path", "Candidates", "All rounds", "Export")
 TAB_OF_VIEW = {"tree": "Draft tree", "compare": "Marginal vs path", "candidates": "Candidates", "rounds": "All rounds",
                "export": "Export"}
 VIEW_OF_TAB = {label: view for view, label in TAB_OF_VIEW.items()}
-STAGE_TAB = "Stage by stage"
-
-
-def widget_key(name: str) -> str:
-    """The Step page's widget key of a decode setting."""
-    return {"max_new_tokens": "step_max_new"}.get(name, f"step_{name}")
 
 
 def session_profile(pair, budget: int = 0):
-    """(profile, profile id) the runs of this browser session size trees from (`ui.run_profile`)."""
-    return ui.run_profile(pair, budget)
+    """(profile, profile id) the runs of this browser session size trees from (`profiles.run_profile`)."""
+    return profiles.run_profile(pair, budget)
 
 
 def read_link(pair, defaults: dict) -> StepLink | None:
@@ -39,12 +34,12 @@ def read_link(pair, defaults: dict) -> StepLink | None:
     if params is None:
         return None
     state = st.session_state
-    examples = ui.examples()
+    examples = inputs.examples()
     link, messages = parse_step_link(params, examples, defaults, pair)
     state["step_link_messages"] = messages
     titles = {e["id"]: e["title"] for e in examples}
     state["step_prompt"] = link.prompt
-    state["step_example"] = titles.get(link.example, ui.OWN_PROMPT) if link.example else ui.OWN_PROMPT
+    state["step_example"] = titles.get(link.example, inputs.OWN_PROMPT) if link.example else inputs.OWN_PROMPT
     state["step_chat"] = link.chat
     for name, value in link.settings.items():
         if name in link.given or widget_key(name) not in state:
@@ -54,8 +49,8 @@ def read_link(pair, defaults: dict) -> StepLink | None:
     else:
         state.pop("step_compare_budget", None)       # the first round opened sets it (the nodes it verified)
     open_view(link.view, link.round)
-    if link.profile:                                 # a profile other than the default is said on the page, with
-        ui.use_profile(link.profile if link.profile != ui.page_profile(pair).default_id else None)  # a way back
+    if link.profile:                 # a profile other than the default is said on the page, with a way back
+        profiles.use_profile(link.profile if link.profile != profiles.page_profile(pair).default_id else None)
     state["step_link"] = link
     return link
 
@@ -104,17 +99,17 @@ def write_link(prompt: str, config: dict, number: int, defaults: dict, profile_i
     """Put the link that replays this view in the address bar (only when it changed); `chat`: the
     prompt (as typed) runs formatted by the pair's chat template. A prompt longer than a link
     carries is left out (`link_messages` says so)."""
-    example = next((e["id"] for e in ui.examples() if e["prompt"] == prompt), None)
+    example = next((e["id"] for e in inputs.examples() if e["prompt"] == prompt), None)
     view = current_view()
     compare = int(st.session_state.get("step_compare_budget") or 0) if view == "compare" else 0
-    link = StepLink(dict(defaults, **settings_of(config)), prompt, example, number, view, ui.presenter(), profile_id,
+    link = StepLink(dict(defaults, **settings_of(config)), prompt, example, number, view, style.presenter(), profile_id,
                     chat=chat, compare=compare)
     params = step_link_params(link, defaults)
     address.show(params)
-    ui.publish_view(params)                          # a class's lecturer: for the students who follow
+    classroom.publish_view(params)                          # a class's lecturer: for the students who follow
 
 
 def profile_notice(pair, own_id: str | None) -> None:
     """A link's profile that sizes this session's trees, or that does not apply here, said on the
-    page with a way back (`ui.profile_banner`)."""
-    ui.profile_banner(pair)
+    page with a way back (`profiles.profile_banner`)."""
+    profiles.profile_banner(pair)

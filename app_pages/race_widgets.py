@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from app_pages import address
-from app_pages import common as ui
+from app_pages import address, inputs, profiles
+from app_pages import page_style as style
 from taps.config import MAX_BUDGET, DecodeConfig, check_value
 from taps.eval.metrics import summarize
 from taps.eval.runner import runnable_selectors
@@ -60,16 +60,16 @@ def read_link(pair) -> None:
     if params is None:
         return
     state = st.session_state
-    link, messages = parse_race_link(params, ui.examples(), pair)
+    link, messages = parse_race_link(params, inputs.examples(), pair)
     if {"example", "prompt"} & link.given:
         state["race_prompt"] = link.prompt
-        chosen = next((e for e in ui.examples() if e["id"] == link.example), None)
-        state["race_example"] = chosen["title"] if chosen else ui.OWN_PROMPT
+        chosen = next((e for e in inputs.examples() if e["id"] == link.example), None)
+        state["race_example"] = chosen["title"] if chosen else inputs.OWN_PROMPT
     for name, key in WIDGETS.items():
         if name in link.given:
             state[key] = getattr(link, name)
     if link.profile:
-        ui.use_profile(link.profile if link.profile != ui.page_profile(pair).default_id else None)
+        profiles.use_profile(link.profile if link.profile != profiles.page_profile(pair).default_id else None)
     state["race_link_messages"] = messages
 
 
@@ -83,8 +83,8 @@ def write_link(prompt: str, budget, estimator: str, temperature, clock: str, pro
     """The address bar: a link that reopens these settings (without a prompt longer than a link carries)."""
     if not fits(prompt):
         st.caption(f"No link holds this prompt: {too_long(prompt)}; the address bar keeps the settings only.")
-    link = RaceLink(prompt, example_of(prompt, ui.examples()), budget, estimator, temperature or 0.0, clock,
-                    profile_id or None, ui.presenter(), batch=int(batch))
+    link = RaceLink(prompt, example_of(prompt, inputs.examples()), budget, estimator, temperature or 0.0, clock,
+                    profile_id or None, style.presenter(), batch=int(batch))
     address.show(race_link_params(link))
 
 
@@ -123,7 +123,7 @@ def batch_profile_notice(pair, setup: Setup) -> None:
     st.warning(f"A race at a batch sizes batch-aware TAPS and prices its steps with the verify cost at a batch, and "
                f"the {profile_name(sizing)} has none (the sidebar measures one request at a time; "
                "`python -m taps.bench --batch 1 --measure` measures this machine's at a batch).")
-    st.button(f"Race on {label}", key="race_batch_profile", on_click=ui.use_profile, args=(offer,))
+    st.button(f"Race on {label}", key="race_batch_profile", on_click=profiles.use_profile, args=(offer,))
 
 
 def replay() -> Replay:
@@ -156,10 +156,10 @@ def decode_lanes(pair, setup: Setup) -> None:
                                            "done)")
 
     try:
-        with decode_service().held(on_wait=ui.queue_notice(bar)):
+        with decode_service().held(on_wait=inputs.queue_notice(bar)):
             if batched:
                 decoded = decode_batch_race(pair, setup.prompt, config,
-                                            batch_companions(setup.prompt, ui.examples(), setup.batch),
+                                            batch_companions(setup.prompt, inputs.examples(), setup.batch),
                                             profile=setup.found.sizing, oracle=setup.oracle, on_round=tick,
                                             dflash2=setup.dflash2)
             else:
@@ -184,9 +184,9 @@ def controls(pair, setup: Setup) -> None:
     # replay button while the lanes decode would rerun the page and drop the race
     bar = st.container(horizontal=True, vertical_alignment="center", gap="small", key="race_controls")
     with bar:
-        clicked = ui.action_button(st, "Race", key="lanes_btn", type="primary", disabled=bool(setup.problem),
-                                   help="Decode every lane once (a progress bar), then replay them together on the "
-                                        "clock")
+        clicked = inputs.action_button(st, "Race", key="lanes_btn", type="primary", disabled=bool(setup.problem),
+                                       help="Decode every lane once (a progress bar), then replay them together on the "
+                                            "clock")
         if clock.playing:
             st.button("Pause", key="race_pause", on_click=clock.pause, icon=":material/pause:", disabled=idle)
         else:
@@ -216,9 +216,9 @@ def clock_caption(setup: Setup) -> str:
     if setup.clock != "modelled":
         return f"Clock: **{setup.clock}** · this machine, one decode{batch}"
     found = setup.found
-    text = f"Clock: **modelled** · {ui.profile_label(found.model_id)}"
+    text = f"Clock: **modelled** · {profiles.profile_label(found.model_id)}"
     if found.what_if:
-        text += f" · trees sized from {ui.profile_label(found.sizing_id)}"
+        text += f" · trees sized from {profiles.profile_label(found.sizing_id)}"
     return text + batch
 
 
@@ -238,12 +238,12 @@ def _draw_lanes(setup: Setup) -> None:
     st.html(clock_html(shown, clock.t))
     st.progress(min(clock.t / shown.end, 1.0) if shown.end > 0 else 1.0)
     states = shown.lanes_at(clock.t)
-    text_px, tree_px = (96, 150) if ui.presenter() else (130, 190)
+    text_px, tree_px = (96, 150) if style.presenter() else (130, 190)
     for column, lane, info in zip(st.columns(len(states)), shown.lanes, states):
         with column:
             st.html(lane_html(info, text_px))
-            ui.chart(lane_tree_figure(info.last, height=tree_px, title=lane_title(info)), f"lane_tree_{lane.label}",
-                     config={"displayModeBar": False})
+            style.chart(lane_tree_figure(info.last, height=tree_px, title=lane_title(info)), f"lane_tree_{lane.label}",
+                        config={"displayModeBar": False})
     if ended:
         st.rerun(scope="app")
 
@@ -294,7 +294,7 @@ def live_boards(selectors: list[str], temperature: float, repeats: int):
 
 
 def _model_label(setup: Setup) -> str:
-    return ui.short_label(setup.found.model_id) if setup.found.model is not None else "no profile"
+    return profiles.short_label(setup.found.model_id) if setup.found.model is not None else "no profile"
 
 
 def repeated(pair, setup: Setup, selectors: list[str], repeats: int) -> None:
@@ -311,7 +311,7 @@ def repeated(pair, setup: Setup, selectors: list[str], repeats: int) -> None:
                 raise ValueError(setup.problem)
             draw = live_boards(selectors, setup.config.temperature, repeats)
             with st.status(f"Racing: AR first, then each selector; {repeats} repeats…", expanded=False) as status, \
-                    decode_service().held(on_wait=ui.queue_notice(st.empty())):
+                    decode_service().held(on_wait=inputs.queue_notice(st.empty())):
                 runs = repeated_race(pair, setup.prompt, setup.config, selectors, repeats=repeats,
                                      profile=setup.found.sizing, on_round=draw)
                 status.update(label="Race finished", state="complete")
@@ -324,7 +324,7 @@ def repeated(pair, setup: Setup, selectors: list[str], repeats: int) -> None:
         return
     summary = summarize_repeats(result["runs"], model)
     figure = figures.race_figure(summary, _model_label(setup))
-    ui.chart(figure, "race_chart")
+    style.chart(figure, "race_chart")
     for note in spread_notes(summary, result["load"]):
         st.warning(note)
     st.caption("Look for: the modelled bars follow from τ and the nodes verified, priced by the profile, and do not "
@@ -368,7 +368,7 @@ def swept(pair, setup: Setup, selectors: list[str], budgets: list[int], repeats:
                 raise ValueError(setup.problem)
             for value in budgets:
                 check_value("budget", value)
-            with decode_service().held(on_wait=ui.queue_notice(progress)):
+            with decode_service().held(on_wait=inputs.queue_notice(progress)):
                 runs = sweep(pair, setup.prompt, setup.config, selectors, budgets, setup.config.estimator,
                              repeats=repeats, profile=setup.found.sizing, on_result=tick)
             return {"runs": runs, "load": load, "prompt": setup.prompt}
@@ -381,13 +381,13 @@ def swept(pair, setup: Setup, selectors: list[str], budgets: list[int], repeats:
     summary = summarize_repeats(result["runs"], model)
     best = best_budgets(summary)
     figure = figures.sweep_figure(summary, _model_label(setup), best)
-    ui.chart(figure, "sweep_chart")
+    style.chart(figure, "sweep_chart")
     for note in spread_notes(summary, result["load"]):
         st.warning(note)
     st.markdown(sweep_caption(summary, best))
     st.caption("A measured best budget is starred only where even its slowest repeat beat every other budget's "
                "fastest; the modelled curves, priced by the profile, carry no noise.")
-    ui.chart(figures.tradeoff_figure(summary), "tradeoff_chart")
+    style.chart(figures.tradeoff_figure(summary), "tradeoff_chart")
     st.caption("Look for: the steeper a curve, the more each verified node buys in accepted tokens.")
     # the table gets the page's whole width: in a column beside the chart, 2.5 of its 5 columns showed at 1280 px
     with st.container():
@@ -437,8 +437,8 @@ def batch_swept(pair, setup: Setup) -> None:
             progress.progress(done / total, text=f"{done} of {total} runs · last: {text}")
 
         def run() -> dict:
-            with decode_service().held(on_wait=ui.queue_notice(progress)):
-                rows = batch_sweep(pair, setup.prompt, setup.config, ui.examples(), RACE_BATCHES,
+            with decode_service().held(on_wait=inputs.queue_notice(progress)):
+                rows = batch_sweep(pair, setup.prompt, setup.config, inputs.examples(), RACE_BATCHES,
                                    profile=setup.found.sizing, price=model, on_result=tick)
             return {"rows": rows, "prompt": setup.prompt, "priced": profile_name(model)}
 
@@ -450,6 +450,6 @@ def batch_swept(pair, setup: Setup) -> None:
     series, policies, dashed = batch_sweep_series(result["rows"])
     figure = figures.batch_figure(series, policies, title=f"{prompt_excerpt(result['prompt'], 24)}, modelled on the "
                                   f"{result['priced']}", dashed=dashed)
-    ui.chart(figure, "batch_sweep_chart")
+    style.chart(figure, "batch_sweep_chart")
     st.markdown(batch_sweep_caption(result["rows"]))
     st.dataframe(pd.DataFrame(result["rows"]).drop(columns="run"), key="batch_sweep_table", hide_index=True)

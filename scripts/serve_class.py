@@ -60,6 +60,7 @@ http {{
       proxy_set_header Upgrade $http_upgrade;
       proxy_set_header Connection $connection_upgrade;
       proxy_set_header Host $host;
+      proxy_set_header X-Real-IP $remote_addr;        # the browser's address: sign-in tries are counted by it
       proxy_read_timeout 86400s;
       proxy_buffering off;
       add_header Set-Cookie "taps_replica=$taps_route; Path=/; HttpOnly; SameSite=Lax" always;

@@ -560,10 +560,10 @@ def test_an_action_button_acts_once_per_click_even_when_streamlit_replays_it(mon
     without the press: Step must not lose the click either."""
     import types
 
-    from app_pages import common as app_common
+    from app_pages import inputs as app_inputs
 
     fake = types.SimpleNamespace(session_state={})
-    monkeypatch.setattr(app_common, "st", fake)
+    monkeypatch.setattr(app_inputs, "st", fake)
 
     class Row:
         def __init__(self, pressed: bool, callback_runs: bool):
@@ -574,7 +574,7 @@ def test_an_action_button_acts_once_per_click_even_when_streamlit_replays_it(mon
                 on_click()
             return self.pressed
 
-    act = lambda row: app_common.action_button(row, "Step", key="k")  # noqa: E731
+    act = lambda row: app_inputs.action_button(row, "Step", key="k")  # noqa: E731
     assert not act(Row(False, False))                  # a run without a click
     assert act(Row(True, True))                        # a click: acts
     assert not act(Row(True, False))                   # the same click replayed after an interruption
@@ -588,7 +588,7 @@ def test_an_action_buttons_callback_makes_no_streamlit_call():
     """Streamlit stops a callback at its first session-state access when another rerun request is
     pending (the viewport widget reports a resize just as Step is clicked): the click's callback
     must count it without one, or the click is lost."""
-    from app_pages import common as app_common
+    from app_pages import inputs as app_inputs
 
     class Guarded(dict):
         def __getitem__(self, key):
@@ -596,10 +596,10 @@ def test_an_action_buttons_callback_makes_no_streamlit_call():
 
         __setitem__ = __contains__ = get = setdefault = __getitem__
 
-    clicks = app_common.Clicks()
+    clicks = app_inputs.Clicks()
     import unittest.mock
 
-    with unittest.mock.patch.object(app_common, "st", unittest.mock.Mock(session_state=Guarded())) as fake:
+    with unittest.mock.patch.object(app_inputs, "st", unittest.mock.Mock(session_state=Guarded())) as fake:
         clicks.click()
         clicks.click()
         assert not fake.mock_calls

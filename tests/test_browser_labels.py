@@ -21,7 +21,7 @@ from test_browser import browser  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
-# the plot sizes the Step page's tree figure gets (`tree_plot` in app_pages/common.py): the window less the
+# the plot sizes the Step page's tree figure gets (`tree_plot` in app_pages/page_style.py): the window less the
 # sidebar and padding (normal mode) or less the presenter bar, counters and tabs (presenter mode)
 SIZES = {"normal 1280x720": (900, 610, False), "presenter 1280x720": (1240, 404, True),
          "presenter 1600x1000": (1560, 684, True)}

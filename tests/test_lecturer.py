@@ -3,7 +3,9 @@ password in the server's secrets, a student's session cannot load a pair or meas
 latency profile, and a refused try changes nothing for anyone; the lecturer can after giving the
 password; a pair folder outside the allowed roots is refused with one message that names no server
 path and does not say whether the path exists; a notice meant for one session ("Measured and
-saved...") never shows in another. A lone user (no password configured) keeps every control."""
+saved...") never shows in another. A lone user (no password configured) keeps every control.
+Wrong passwords are counted per client address on the server, so a reload meets the same limit;
+a student's page says while the lecturer measures the profile, and once when it switched (issue 61)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,17 @@ tiny_pair_env = test_app.tiny_pair_env     # the app on the tiny pair with a fix
 fresh_runs = test_app.fresh_runs
 
 
+@pytest.fixture(autouse=True)
+def fresh_sign_in_counts():
+    """Every test's apps start with no wrong password counted against their address (the counts are
+    the server's: they outlive an app, which is what they are for)."""
+    from taps.studio.sign_in import sign_in_guard
+
+    sign_in_guard().forget()
+    yield
+    sign_in_guard().forget()
+
+
 # ---------------------------------------------------------------------------- the rules, plain Python
 def test_no_password_is_a_lone_users_machine():
     assert not class_settings({}).served and not class_settings(None).served
@@ -33,6 +46,61 @@ def test_no_password_is_a_lone_users_machine():
     settings = class_settings({"lecturer_password": PASSWORD})
     assert settings.served and settings.check(PASSWORD)
     assert not settings.check("") and not settings.check(PASSWORD + " ") and not settings.check(None)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_wrong_passwords_are_counted_per_address_and_the_wait_grows(tmp_path, caplog):
+    from taps.studio.sign_in import FIRST_WAIT_S, MAX_TRIES, SignInGuard, standing_text
+
+    clock, checked = Clock(), []
+    guard = SignInGuard(tmp_path / "tries.json", clock)
+
+    def check(right: bool):
+        return lambda: checked.append(right) or right
+
+    with caplog.at_level("WARNING", logger="taps.studio.sign_in"):
+        for n in range(1, MAX_TRIES + 1):
+            verdict = guard.attempt("10.0.0.7", check(False))
+            assert verdict.checked and not verdict.signed_in and verdict.standing.left == MAX_TRIES - n
+        assert verdict.standing.wait_s == FIRST_WAIT_S
+        assert standing_text(guard.standing("10.0.0.7")) == "the next try from this address in 30 s"
+        refused = guard.attempt("10.0.0.7", check(True))                 # the right one, while it waits
+        assert not refused.checked and not refused.signed_in and checked == [False] * MAX_TRIES
+    assert sum("refused a lecturer sign-in from 10.0.0.7" in r.getMessage() for r in caplog.records) == 1
+    assert sum("wrong lecturer password from 10.0.0.7" in r.getMessage() for r in caplog.records) == MAX_TRIES
+    assert guard.standing("10.0.0.8").left == MAX_TRIES                  # another address: its own count
+    assert SignInGuard(tmp_path / "tries.json", clock).standing("10.0.0.7") == guard.standing("10.0.0.7")  # a replica
+    clock.now += FIRST_WAIT_S
+    assert guard.attempt("10.0.0.7", check(False)).standing.wait_s == 2 * FIRST_WAIT_S        # the wait doubles
+    clock.now += 2 * FIRST_WAIT_S
+    assert guard.attempt("10.0.0.7", check(True)).signed_in                                   # after the wait
+    assert guard.standing("10.0.0.7").left == MAX_TRIES                  # a right password clears the count
+
+
+def test_the_counts_hold_under_threads_and_an_unreadable_file(tmp_path):
+    import threading
+
+    from taps.studio.sign_in import MAX_TRIES, SignInGuard
+
+    path = tmp_path / "tries.json"
+    guards = [SignInGuard(path), SignInGuard(path)]      # two processes' guards on one file, 8 threads
+    threads = [threading.Thread(target=lambda g=g: [g.attempt(f"a{k}", lambda: False) for k in range(3)])
+               for g in guards for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [guards[0].standing(f"a{k}").wait_s > 0 for k in range(3)] == [True] * 3       # 8 tries each: all counted
+    assert [guards[1].standing(f"a{k}").left for k in range(3)] == [0] * 3
+    path.write_text("{not json")
+    assert guards[0].standing("a0").left == MAX_TRIES                    # unreadable: afresh, no error
 
 
 def test_pair_folders_are_read_only_inside_the_allowed_roots(tmp_path, tiny_pair_dir):
@@ -90,7 +158,8 @@ def sign_in(at: AppTest, password: str) -> AppTest:
 
 def sidebar_text(at: AppTest) -> str:
     return " | ".join([c.value for c in at.sidebar.caption] + [s.value for s in at.sidebar.success] +
-                      [w.value for w in at.sidebar.warning] + [e.value for e in at.sidebar.error])
+                      [w.value for w in at.sidebar.warning] + [e.value for e in at.sidebar.error] +
+                      [i.value for i in at.sidebar.info])
 
 
 def test_a_lone_user_keeps_every_control():
@@ -119,13 +188,21 @@ def test_a_student_cannot_load_a_pair_or_measure_and_a_try_changes_nothing(tiny_
     assert "not the lecturer's password" not in sidebar_text(other)
 
 
-def test_wrong_passwords_run_out():
+def test_wrong_passwords_run_out_and_a_reload_meets_the_same_limit():
     at = open_as()
-    for _ in range(5):
+    sign_in(at, "guess")
+    assert "4 tries left from this address" in sidebar_text(at)
+    for _ in range(4):
         sign_in(at, "guess")
-    sign_in(at, PASSWORD)                                     # the right one, too late for this session
-    assert "Too many wrong passwords" in sidebar_text(at)
+    sign_in(at, PASSWORD)                                     # the right one, too late for this address
+    assert "Too many wrong passwords" in sidebar_text(at) and "the next try from this address in 30 s" in \
+        sidebar_text(at)
     assert at.sidebar.button(key="profile_measure_button").disabled
+    reloaded = open_as()                                      # the page opened again: a new browser session
+    assert "The next try from this address in" in sidebar_text(reloaded)
+    sign_in(reloaded, PASSWORD)
+    assert "Too many wrong passwords" in sidebar_text(reloaded) and "Signed in" not in sidebar_text(reloaded)
+    assert reloaded.sidebar.button(key="profile_measure_button").disabled
 
 
 def test_the_lecturer_loads_pairs_from_the_allowed_roots_only(tmp_path):
@@ -158,6 +235,63 @@ def test_the_lecturers_measurement_is_said_to_the_lecturer_alone(tiny_pair_dir):
             assert not other.exception
             assert "Measured and saved" not in sidebar_text(other)
             assert "measured by the lecturer" in sidebar_text(other)          # every page sizes from it, and says so
+
+
+# ---------------------------------------------------------------------------- told what the lecturer measures
+def test_what_a_page_is_told_about_the_lecturers_measuring(tmp_path):
+    from taps.studio.profile_news import STALE_AFTER_S, Measuring, ProfileNews, class_notice
+
+    news = ProfileNews(tmp_path / "news.json")
+    assert news.current("p") is None and class_notice(None, None, "the reference CPU's timings").kind == ""
+    news.started("p", now=100.0)
+    running = ProfileNews(tmp_path / "news.json").current("p")                    # another replica reads it
+    assert running == Measuring("p", 100.0)
+    told = class_notice(running, None, "the reference CPU's timings", now=130.0)
+    assert told.kind == "running" and "The lecturer is measuring" in told.text and "reference CPU" in told.text
+    again = class_notice(running, told.watched, "this machine's previous timings", now=131.0)
+    assert again.watched == told.watched                                          # what trees were sized from then
+    news.ended("p", now=170.0)
+    ended = news.current("p")
+    assert ended == Measuring("p", 100.0, 170.0)
+    switched = class_notice(ended, told.watched, "this machine's previous timings", now=171.0)
+    assert switched.kind == "switched" and "the profile switched" in switched.text
+    assert "own timings from now on (until now: the reference CPU's timings)" in switched.text
+    assert class_notice(ended, switched.watched, "x", now=172.0).kind == ""         # said once
+    assert class_notice(ended, None, "x", now=172.0).kind == ""                     # a page opened after it ended
+    news.started("p", now=200.0)
+    news.ended("p", error="RuntimeError: busy", now=210.0)
+    watched = (200.0, "the reference CPU's timings")
+    assert class_notice(news.current("p"), watched, "x", now=211.0).kind == "failed"
+    stale = Measuring("q", 100.0)                                                 # its process stopped mid-way
+    assert class_notice(stale, (100.0, "y"), "y", now=100.0 + STALE_AFTER_S).kind == "failed"
+    assert class_notice(stale, None, "y", now=100.0 + STALE_AFTER_S).kind == ""
+
+
+def test_a_student_is_told_while_the_lecturer_measures_and_when_the_profile_switched(tiny_pair_dir):
+    from taps.profiles import profile_path
+    from taps.studio import speed
+    from taps.studio.profile_news import profile_news
+
+    where = str(profile_path(load_pair_from_source(str(tiny_pair_dir), "auto")))
+    news = profile_news()
+    try:
+        student = open_as()
+        assert "The lecturer is measuring" not in sidebar_text(student)
+        news.started(where)                             # the lecturer measures (on another replica: no job here)
+        student.run()
+        text = sidebar_text(student)
+        assert "The lecturer is measuring this machine's latency profile" in text and not student.exception
+        assert speed.MEASURE_REASON[1:] not in text and "This machine: measured" not in text
+        news.ended(where)
+        student.run()
+        assert "the profile switched, and trees are sized from this machine's own timings" in sidebar_text(student)
+        student.run()
+        assert "the profile switched" not in sidebar_text(student)                # said once
+        assert "This machine: measured by the lecturer" in sidebar_text(student)
+        for other in (open_as(), sign_in(open_as(), PASSWORD)):                   # opened after; the lecturer
+            assert "the profile switched" not in sidebar_text(other) and "is measuring" not in sidebar_text(other)
+    finally:
+        news.path.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------- following the lecturer

@@ -1,6 +1,6 @@
 """The layout's rules, read from the source (AST, imports inside functions included):
 
-- no import cycle among `taps` modules;
+- no import cycle among `taps` modules, nor among the app's Streamlit pieces (`app_pages/`);
 - the engine (flat `taps/`) imports neither the app's logic (`taps.studio`) nor evaluation
   (`taps.eval`) nor training (`taps.train`); only the entry points (`python -m taps`, `taps.bench`,
   `taps.profile`) reach into `taps.eval`;
@@ -96,6 +96,28 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycle_among_taps_modules():
     assert cycles(GRAPH) == []
+
+
+def app_pages_graph() -> dict[str, set[str]]:
+    """Which of the app's Streamlit pieces (`app_pages/*.py`, the pages included) each one imports."""
+    folder = ROOT / "app_pages"
+    pieces = {p.stem: p for p in sorted(folder.glob("*.py"))}
+    graph = {}
+    for name, path in pieces.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module == "app_pages":
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("app_pages."):
+                found.add(node.module.split(".")[1])
+        graph[name] = {m for m in found if m in pieces and m != name}
+    return graph
+
+
+def test_no_import_cycle_among_the_apps_pieces():
+    graph = app_pages_graph()
+    assert graph["frame"] and graph["profile_box"]          # the graph sees their imports
+    assert cycles(graph) == []
 
 
 def test_the_engine_imports_neither_studio_nor_eval_nor_train():

@@ -8,7 +8,7 @@ lecturer reads that file every couple of seconds and, when it moved on, opens th
 the machine (`scripts/serve_class.py`) sees the same lecturer; written atomically (a reader sees the
 old view or the new one, never half of one); read only when its modification time changed.
 
-No streamlit: `app_pages.common` draws the toggle and the poller.
+No streamlit: `app_pages.classroom` draws the toggle and the poller.
 """
 
 from __future__ import annotations

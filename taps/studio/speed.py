@@ -278,6 +278,7 @@ def start_measuring(pair, after: Callable[[], None] | None = None, owner: str = 
     (a browser session's token: its notice is said to them alone). Returns the job."""
     from ..eval.measure import forget_profiles, measure_and_save
     from ..profiles import profile_path
+    from .profile_news import profile_news
 
     path = str(profile_path(pair))
     with _JOBS_LOCK:
@@ -285,6 +286,9 @@ def start_measuring(pair, after: Callable[[], None] | None = None, owner: str = 
         if job is not None and not job.done:
             return job
         job = _JOBS[path] = MeasureJob(path, owner=owner)
+
+    news = profile_news()         # what every page of the class, on any replica, is told (taps.studio.profile_news)
+    news.started(path)
 
     def work() -> None:
         try:
@@ -295,6 +299,7 @@ def start_measuring(pair, after: Callable[[], None] | None = None, owner: str = 
         except Exception as exc:  # noqa: BLE001 - the page shows any failure as a line, never a traceback
             job.error = f"{type(exc).__name__}: {exc}"
         finally:
+            news.ended(path, job.error)
             job.share, job.done = (1.0 if not job.error else job.share), True
 
     threading.Thread(target=work, name="taps-measure-profile", daemon=True).start()

@@ -51,7 +51,7 @@ class DecodeConfig:
     seed: int = _spec(0, "seed of the sampling draws (T > 0)", 0, 2**31 - 1)
     max_new_tokens: int = _spec(128, "new tokens to generate at most", 1, MAX_NEW_TOKENS)
     estimator: str = _spec("online", "TAPS's path-conditioned estimator (selector: DFlash2's path selector's "
-                                     "transition scores, over its own pool of the top-K lattice)", choices=ESTIMATORS)
+                                     "transition probability times the learned scorer's)", choices=ESTIMATORS)
     calibration: str = _spec("online", "TAPS's reach calibration: online (the map shipped with the scorer, then "
                                        "this session's verdicts), static (the map only) or off (the estimator's "
                                        "raw reach)", choices=CALIBRATIONS)

@@ -9,10 +9,9 @@ estimators share one interface:
               drafter's favourite), shrunk toward its starting point while data are few: the
               marginal product through the shipped marginal map (the raw marginal without one).
 - `learned`:  the TAPS scorer network (`taps.scorer`).
-- `selector`: DFlash2's path selector read as an estimator (`SelectorEstimator`): q(b | a) is the
-              softmax of its transition score S_t(a, .) over the drafter's top-K candidates at t,
-              tempered as the target's logits are. It also picks its own pool: the best nodes of
-              the top-K lattice by that reach (a best-first heap), not the marginal's.
+- `selector`: DFlash2's path selector read as an estimator (`SelectorEstimator`): the softmax of
+              its transition score S_t(a, .) over the drafter's top-K candidates at t, tempered as
+              the target's logits are, times the learned scorer's q where the pair has a scorer.
 
 Every estimator returns q <= 1, so reach never grows along a path. Its reach is then calibrated
 (`taps.calibrate`): the map shipped with the scorer, then this session's own verdicts.
@@ -20,7 +19,6 @@ Every estimator returns q <= 1, so reach never grows along a path. Its reach is 
 
 from __future__ import annotations
 
-import heapq
 import threading
 from dataclasses import dataclass, field
 
@@ -62,9 +60,6 @@ class Estimator:
     def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
         raise NotImplementedError
 
-    def own_pool(self, root_token: int, lattice: Lattice, count: int) -> DraftTree | None:
-        """The candidate pool this estimator picks itself (None: TAPS's pool by marginal path score)."""
-        return None
 
     def observe(self, pool: DraftTree, edge_target: np.ndarray) -> None:
         """Learn from a verified round; `edge_target[i]` is the target's acceptance of pool node i
@@ -206,31 +201,38 @@ class LearnedEstimator(Estimator):
 
 
 class SelectorEstimator(Estimator):
-    """DFlash2's path selector as TAPS's estimator. Per depth t the drafter's top-K candidates c_t
-    (K = the selector's `selector_top_k`) and, for a parent a at t-1, the selector's transition
-    distribution over them: q_t(b | a) = softmax_b(U_t(b) + <A(a) * H(h_t), B(b)> / T) (T = 0: no
-    scaling), with U_t the lattice's tempered log-probs: the distribution DFlash2's walk draws from,
-    here read as the chance the target accepts b once a is accepted. A node outside the top-K
-    lattice (its own or its parent's rank K or more) keeps the drafter's marginal.
+    """DFlash2's path selector as TAPS's estimator, times the TAPS scorer where the pair has one.
 
-    Its pool (`own_pool`) is the `count` nodes of the top-K lattice with the highest raw reach, by
-    a best-first heap (q <= 1, so they are prefix-closed): a node the selector favours below a
-    low-ranked parent is a candidate even where the marginal product ranks it out of TAPS's usual
-    pool. The transition table [D, K, K] is computed once per lattice (one small batched product)."""
+    Per depth t the drafter's top-K candidates c_t (K = the selector's `selector_top_k`) and, for a
+    parent a at t-1, the selector's transition distribution over them: q_sel(b | a) = softmax_b(U_t(b)
+    + <A(a) * H(h_t), B(b)> / T) (T = 0: no scaling), U_t the lattice's tempered log-probs: the
+    distribution DFlash2's walk draws from, read as the chance the target accepts b once a is. It shares
+    out the drafter's mass on the K candidates at t (their marginals' sum), so that with the nodes
+    outside the top-K lattice (its own or its parent's rank K or more), which keep their marginal, a
+    parent's children never sum past 1.
+
+    With `partner` (the learned scorer's estimator) a node's q is the geometric mean of the two (a
+    product of experts, at the level of either: the calibration map then has little to lift): the
+    selector knows which token follows which (its codebooks, the drafter's state at t),
+    the scorer how the drafter's confidence, rank and depth turn into the target's verdicts. On
+    held-out HumanEval prompts the product ranked better than either alone at equal budgets, and better
+    than the selector's q over a pool of its own (`docs/lab/selector_estimator.py`). Its level is the
+    calibration map's business, fitted for this estimator like the others'. TAPS's usual pool, so the
+    transition table [D, K, K] is computed once per lattice (one small batched product)."""
 
     name = "selector"
 
-    def __init__(self, selector, temperature: float = 0.0):
-        self.selector, self.temperature = selector, float(temperature)
+    def __init__(self, selector, temperature: float = 0.0, partner: Estimator | None = None):
+        self.selector, self.temperature, self.partner = selector, float(temperature), partner
         self._table: tuple | None = None
 
-    def table(self, root_token: int, lattice: Lattice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(log q [D, K, K], candidate ids [D, K], their drafter log-probs [D, K]): log q's entry
-        [t, i, j] is the log-prob of candidate j at depth t+1 given candidate i at depth t (every row
-        of depth 1: given the root)."""
+    def table(self, root_token: int, lattice: Lattice) -> np.ndarray:
+        """log q_sel [D, K, K]: entry [t, i, j] the log-prob of candidate j at depth t+1 given
+        candidate i at depth t (every row of depth 1: given the root), the K candidates' marginal mass
+        at t shared out among them."""
         last = self._table
         if last is not None and last[0] is lattice and last[1] == root_token:
-            return last[2:]
+            return last[2]
         if lattice.hidden is None:
             raise ValueError("the selector estimator reads the drafter's hidden states, and this lattice has none")
         depth = lattice.depth
@@ -243,63 +245,30 @@ class SelectorEstimator(Estimator):
         scores = unary[:, None, :] + scale * pairs
         logq = scores - scores.max(-1, keepdims=True)
         logq -= np.log(np.exp(logq).sum(-1, keepdims=True))
-        self._table = (lattice, root_token, logq, candidates, unary)
-        return logq, candidates, unary
+        logq += np.log(np.exp(unary).sum(-1))[:, None, None]          # the candidates' share of the marginal
+        self._table = (lattice, root_token, logq)
+        return logq
 
-    def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
+    def selector_q(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
+        """q_sel of each pool node given its parent (the marginal outside the top-K lattice)."""
         q = np.exp(pool.marginal_logprob)
         q[0] = 1.0
         if pool.size == 0:
             return q
-        logq = self.table(int(pool.tokens[0]), lattice)[0]
+        logq = self.table(int(pool.tokens[0]), lattice)
         k = logq.shape[-1]
         d, r = pool.depths[1:], pool.ranks[1:]
         parent_rank = np.where(d == 1, 0, pool.ranks[pool.parents[1:]])
         inside = np.flatnonzero((r < k) & (parent_rank < k) & (d <= logq.shape[0]))
         q[inside + 1] = np.exp(logq[d[inside] - 1, parent_rank[inside], r[inside]])
-        return normalise_siblings(pool.parents, q)
+        return q
 
-    def own_pool(self, root_token: int, lattice: Lattice, count: int) -> DraftTree:
-        return selector_heap(*self.table(int(root_token), lattice), int(root_token), int(count))
-
-
-def selector_heap(logq: np.ndarray, candidates: np.ndarray, marginal: np.ndarray, root_token: int,
-                  count: int) -> DraftTree:
-    """The `count` nodes of highest path log-q over the top-K lattice (entry [t, i, j] of `logq`:
-    candidate j at depth t+1 under candidate i at depth t), best first, as a DraftTree in the order
-    popped. Each popped node pushes its best child and its parent's next-best child after it, so a
-    pop costs a few heap operations; ties go to the node pushed first. `marginal` [D, K] are the
-    candidates' drafter log-probs (the nodes' DDTree score stays the marginal product)."""
-    horizon, k = logq.shape[0], logq.shape[-1]
-    order = np.argsort(-logq, axis=-1, kind="stable")           # [D, K, K] children best first
-    out_parent, out_depth, out_rank, out_path = [-1], [0], [0], [0.0]
-    heap: list = []
-    tie = 0
-    if count > 0 and horizon > 0 and k > 0:
-        heap.append((-logq[0, 0, order[0, 0, 0]], 0, 0, 1, 0))     # (-path, tie, parent, depth, j-th best)
-        tie = 1
-    while heap and len(out_parent) <= count:
-        neg, _, parent, depth, j = heapq.heappop(heap)
-        parent_rank = out_rank[parent] if depth > 1 else 0
-        rank = int(order[depth - 1, parent_rank, j])
-        index = len(out_parent)
-        out_parent.append(parent), out_depth.append(depth), out_rank.append(rank), out_path.append(-neg)
-        if j + 1 < k:                                            # the parent's next-best child
-            sibling = int(order[depth - 1, parent_rank, j + 1])
-            heapq.heappush(heap, (-(out_path[parent] + logq[depth - 1, parent_rank, sibling]), tie, parent, depth,
-                                  j + 1))
-            tie += 1
-        if depth < horizon:                                      # this node's best child
-            child = int(order[depth, rank, 0])
-            heapq.heappush(heap, (neg - logq[depth, rank, child], tie, index, depth + 1, 0))
-            tie += 1
-    parents, depths, ranks = (np.asarray(a, dtype=np.int64) for a in (out_parent, out_depth, out_rank))
-    rows = np.maximum(depths[1:] - 1, 0)
-    tokens = np.concatenate([[root_token], candidates[rows, ranks[1:]]]).astype(np.int64)
-    step = np.concatenate([[0.0], marginal[rows, ranks[1:]]])
-    path = accumulate_down(parents, depths, step)
-    return DraftTree(tokens=tokens, parents=parents, depths=depths, ranks=ranks, marginal_logprob=step,
-                     path_logprob=path, reach=np.exp(path))
+    def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
+        q = self.selector_q(pool, lattice)
+        if self.partner is not None and pool.size > 0:
+            q = np.sqrt(q * self.partner.edge_probs(pool, lattice))
+            q[0] = 1.0
+        return q
 
 
 _TABLES: dict[int, tuple] = {}
@@ -341,7 +310,8 @@ def make_estimator(name: str, pair=None, calibration: str = "online", temperatur
     elif name == "selector":
         if getattr(pair, "path_selector", None) is None:
             raise ValueError(NO_SELECTOR_ESTIMATOR.format(name=getattr(pair, "name", "?")))
-        estimator = SelectorEstimator(pair.path_selector, temperature)
+        partner = LearnedEstimator(scorer_tables(pair)) if getattr(pair, "scorer", None) is not None else None
+        estimator = SelectorEstimator(pair.path_selector, temperature, partner)
     elif name == "learned":
         if pair is None or pair.scorer is None:
             raise ValueError("the 'learned' estimator needs a trained TAPS scorer, and this pair has none")

@@ -112,9 +112,6 @@ class TapsSelector(Selector):
 
     def pool(self, root_token, lattice, cfg, ctx):
         caps = [c for c in (cfg.pool_factor * cfg.budget, cfg.score_cap) if c > 0]
-        own = ctx.estimator.own_pool(root_token, lattice, min(caps or [cfg.pool_cap])) if ctx.estimator else None
-        if own is not None:      # an estimator that picks its pool itself (the selector's heap)
-            return own
         if caps:   # the exact best nodes by marginal path score: prefix-closed, small, cheap to score
             return top_paths(root_token, lattice, min(caps), cfg.top_k)
         return candidate_pool(root_token, lattice, cfg.top_k, cfg.beam_width, cfg.pool_cap)

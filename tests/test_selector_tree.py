@@ -1,11 +1,11 @@
 """TAPS over DFlash2's candidates (issue 60): the `selector` estimator reads the path selector's
-transition distribution as q(b | a reached), picks its own pool from the top-K lattice by a best-first
-heap, and TAPS selects from it as from any pool. Checked here against definitions written out in
-plain numpy; lossless runs over drawn prompts are tests/test_lossless.py's (it is one of its runs)."""
+transition distribution as q(b | a reached), times the learned scorer's q, and TAPS selects from its
+usual pool by that reach. Checked here against the selector's definition written out in plain numpy;
+lossless runs over drawn prompts are tests/test_lossless.py's (it is one of its runs)."""
 
 from __future__ import annotations
 
-import itertools
+import math
 
 import numpy as np
 import pytest
@@ -13,8 +13,8 @@ import torch
 
 from taps import DecodeSession, greedy_continuation, sample_continuation
 from taps.config import DecodeConfig
-from taps.estimate import SelectorEstimator, estimators_for, make_estimator, selector_heap
-from taps.selectors import make_selector
+from taps.estimate import SelectorEstimator, estimators_for, make_estimator
+from taps.selectors import RoundContext, make_selector
 
 PROMPT = [5, 17, 33, 2, 60, 8]
 
@@ -39,71 +39,63 @@ def _brute_force_q(pair, lattice, root, parent_token, depth, temperature):
     scores = np.array([lattice.logprobs[depth - 1, j] + scale * float(a @ sel.successor_codebook[c].double())
                        for j, c in enumerate(cands)])
     e = np.exp(scores - scores.max())
-    return e / e.sum()
+    mass = np.exp(lattice.logprobs[depth - 1, :k]).sum()           # the drafter's mass on the K candidates
+    return mass * e / e.sum()
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
-def test_each_edge_q_is_the_selectors_transition_softmax_given_its_parent(tiny_pair, temperature):
+def test_each_edge_q_is_the_selectors_transition_softmax_with_the_scorers(tiny_pair, temperature):
     s, lattice = _lattice(tiny_pair, temperature)
     root = s.tokens[-1]
-    est = SelectorEstimator(tiny_pair.path_selector, temperature)
-    pool = est.own_pool(root, lattice, 40)
-    q = est.edge_probs(pool, lattice)
-    assert q[0] == 1.0 and np.all((q > 0) & (q <= 1))
+    est = make_estimator("selector", tiny_pair, "off", temperature)
+    assert isinstance(est, SelectorEstimator) and est.partner is None        # the tiny pair has no scorer
+    pool = make_selector("taps").pool(root, lattice, DecodeConfig(budget=10), RoundContext(estimator=est))
+    q_sel = est.selector_q(pool, lattice)
+    assert q_sel[0] == 1.0 and np.all((q_sel > 0) & (q_sel <= 1))
+    k = tiny_pair.path_selector.top_k
+    inside = 0
     for v in range(1, pool.size + 1):
         parent = pool.parents[v]
+        parent_rank = pool.ranks[parent] if pool.depths[v] > 1 else 0
+        if pool.ranks[v] >= k or parent_rank >= k:              # outside the top-K lattice: the marginal
+            assert q_sel[v] == pytest.approx(math.exp(pool.marginal_logprob[v]))
+            continue
+        inside += 1
         want = _brute_force_q(tiny_pair, lattice, root, int(pool.tokens[parent]), int(pool.depths[v]), temperature)
-        assert q[v] == pytest.approx(want[pool.ranks[v]], rel=1e-6), v
-    # siblings never sum past 1: the children of one parent are part of one distribution
-    sums = np.bincount(pool.parents[1:], weights=q[1:], minlength=len(q))
-    assert sums.max() <= 1 + 1e-9
+        assert q_sel[v] == pytest.approx(want[pool.ranks[v]], rel=1e-6), v
+    assert inside >= 5                               # the tiny pair's flat marginals put many past rank K
+    sums = np.bincount(pool.parents[1:], weights=q_sel[1:], minlength=len(q_sel))
+    assert sums.max() <= 1 + 1e-9                    # the children of one parent: parts of one distribution
+    assert np.array_equal(est.edge_probs(pool, lattice), q_sel)
+    # with a partner (the learned scorer where the pair has one; here the marginal) q is the geometric mean
+    partner = make_estimator("marginal", tiny_pair, "off")
+    both = SelectorEstimator(tiny_pair.path_selector, temperature, partner).edge_probs(pool, lattice)
+    want = np.sqrt(q_sel[1:] * partner.edge_probs(pool, lattice)[1:])
+    assert np.allclose(both[1:], want, rtol=1e-12) and both[0] == 1
 
 
-def test_the_pool_is_the_lattices_best_nodes_by_selector_reach(tiny_pair):
-    """The heap's `count` nodes are exactly the best `count` of the whole top-K lattice by the
-    product of q (enumerated here to depth 3 on a lattice cut to 3 depths and 4 candidates)."""
-    s, lattice = _lattice(tiny_pair)
-    est = SelectorEstimator(tiny_pair.path_selector)
-    logq, cands, unary = est.table(s.tokens[-1], lattice)
-    logq, cands, unary = logq[:3, :4, :4], cands[:3, :4], unary[:3, :4]
-    paths = {}
-    for depth in (1, 2, 3):
-        for ranks in itertools.product(range(4), repeat=depth):
-            score, prev = 0.0, 0
-            for t, r in enumerate(ranks):
-                score += logq[t, prev, r]
-                prev = r
-            paths[ranks] = score
-    best = sorted(paths.values(), reverse=True)
-    for count in (1, 5, 17, 40, len(paths)):
-        tree = selector_heap(logq, cands, unary, int(s.tokens[-1]), count)
-        assert tree.size == count
-        # the tree's own path scores from logq, node by node
-        path = np.zeros(tree.size + 1)
-        for v in range(1, tree.size + 1):
-            p = tree.parents[v]
-            prank = tree.ranks[p] if tree.depths[v] > 1 else 0
-            path[v] = path[p] + logq[tree.depths[v] - 1, prank, tree.ranks[v]]
-        assert np.allclose(np.sort(path[1:])[::-1], best[:count])
-        assert np.all(np.diff(path[1:]) <= 1e-12)                    # popped best first
-        assert np.all(tree.parents[1:] < np.arange(1, tree.size + 1))  # prefix-closed, topological
-        assert np.array_equal(tree.tokens[1:], cands[tree.depths[1:] - 1, tree.ranks[1:]])
-        assert np.allclose(tree.marginal_logprob[1:], unary[tree.depths[1:] - 1, tree.ranks[1:]])
+def test_on_the_shipped_pair_the_selector_estimator_pools_with_the_scorer(shipped_pair):
+    from taps.estimate import LearnedEstimator
+
+    est = make_estimator("selector", shipped_pair, "online", 0.7)
+    assert isinstance(est.partner, LearnedEstimator) and est.temperature == 0.7
+    assert est.calibrator.reach_map is not None           # a map fitted for it ships in calibration.json
 
 
-def test_taps_with_the_selector_estimator_takes_the_selectors_pool(tiny_pair):
-    s, lattice = _lattice(tiny_pair)
-    cfg = DecodeConfig(selector="taps", estimator="selector", budget=8, taps_mode="reach", pool_factor=4)
-    est = make_estimator("selector", tiny_pair, "off")
-    from taps.selectors import RoundContext
-
-    pool = make_selector("taps").pool(s.tokens[-1], lattice, cfg, RoundContext(estimator=est))
-    heap = est.own_pool(s.tokens[-1], lattice, 32)
-    assert np.array_equal(pool.tokens, heap.tokens) and np.array_equal(pool.parents, heap.parents)
-    # it differs from TAPS's usual pool (the marginal's best nodes) somewhere: the selector reorders
-    usual = make_selector("taps").pool(s.tokens[-1], lattice, cfg, RoundContext(estimator=make_estimator(
-        "marginal", tiny_pair, "off")))
-    assert {tuple(x) for x in zip(pool.depths, pool.ranks)} != {tuple(x) for x in zip(usual.depths, usual.ranks)}
+def test_it_ranks_the_pool_otherwise_than_the_marginal(tiny_pair):
+    """The selector's q changes which nodes TAPS verifies (else it would be the marginal under another
+    name) and its reach never grows along a path (the best nodes stay prefix-closed)."""
+    orders = {}
+    for prompt in ([5, 17, 33, 2, 60, 8], [40, 41, 42], [7, 7, 7, 9, 11, 3, 70, 2, 5, 61]):
+        s, lattice = _lattice(tiny_pair, prompt=prompt)
+        for name in ("selector", "marginal"):
+            est = make_estimator(name, tiny_pair, "off")
+            pool = make_selector("taps").pool(s.tokens[-1], lattice, DecodeConfig(budget=8), RoundContext(
+                estimator=est))
+            reach = est.raw_reach(pool, lattice)
+            assert np.all(reach[1:] <= reach[pool.parents[1:]] + 1e-12)
+            orders.setdefault(name, []).append(tuple(np.argsort(-reach[1:], kind="stable")[:8]))
+    assert orders["selector"] != orders["marginal"]
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.9])

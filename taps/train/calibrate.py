@@ -18,10 +18,8 @@ validation and out-of-corpus prompts (`docs/calibration.md`).
    measured tau per budget and the ECE, raw and calibrated, and the equal-budget tau of each.
 
 The online estimator gets no map of its own: it starts from the marginal product's and learns
-from the session's verdicts on top of it. The selector estimator picks its own pool at run time
-(the top-K lattice's best nodes by its reach); here it selects from the same verified pools as the
-others (every node's outcome is known there), so its map is fitted on the nodes it would pick from
-them. `--estimators selector` refits one estimator's maps and keeps the others' as they are.
+from the session's verdicts on top of it. `--estimators selector` refits one estimator's maps (here the
+selector estimator's: DFlash2's path selector times the scorer) and keeps the others' as they are.
 
     python -m taps.train calibrate --out RUN                      # RUN/drafter_data/val.npy -> RUN/scorer
     python -m taps.train calibrate --out RUN --pair assets/models/taps-code-10m --regenerate 512
@@ -277,7 +275,7 @@ def fitted_estimator(name: str, pair, temperature: float):
         return MarginalEstimator()
     if name == "learned":
         return LearnedEstimator(scorer_tables(pair))
-    return SelectorEstimator(pair.path_selector, temperature)
+    return SelectorEstimator(pair.path_selector, temperature, LearnedEstimator(scorer_tables(pair)))
 
 
 def _part_folder(args: argparse.Namespace, out: Path, part: str) -> Path:

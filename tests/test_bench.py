@@ -83,7 +83,9 @@ def test_profile_writes_curve_and_saves_it_for_sessions(profile_out):
     assert all(v > 0 for v in fitted) and fitted == sorted(fitted) and float(table[0]["draft_ms"]) > 0
     with open(profile_out / "round_costs.csv") as fh:
         costs = {r["policy"]: float(r["overhead_ms"]) for r in csv.DictReader(fh)}
-    assert set(costs) == {"dflash", "dflash2", "ddtree", "taps/marginal", "taps/online"} and min(costs.values()) > 0
+    # every policy the tiny pair runs (it has a path selector, no scorer): TAPS with the selector estimator too
+    assert set(costs) == {"dflash", "dflash2", "ddtree", "taps/marginal", "taps/online", "taps/selector"}
+    assert min(costs.values()) > 0
     (saved_path,) = (profile_out / "cache" / "profiles").glob("tiny-random-cpu-float32-*.json")
     saved = LatencyProfile.load(saved_path)
     assert saved.sizes == LatencyProfile.load(profile_out / "profile.json").sizes

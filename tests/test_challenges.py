@@ -169,6 +169,28 @@ def candidates_numbers(fig: dict) -> dict:
             "walk_rank": walked, "miss_rank": ranks[position]}
 
 
+def selector_numbers(fig: dict) -> dict:
+    """The selector card's numbers off the Candidates figure: TAPS over DFlash2's candidates' and
+    DDTree's τ and nodes (legend), the first node the selector's tree accepted that DDTree did not
+    verify and the rank of its parent (the accepted cell one position before it) (markers)."""
+    traces = fig["data"]
+    legend = {t["name"].split(" τ")[0]: t["name"] for t in traces if t.get("showlegend") is not False
+              and " τ " in t.get("name", "")}
+    out = {"round": fig["layout"]["meta"]["round"]}
+    for label, name in (("TAPS/selector", "taps"), ("DDTree", "ddtree")):
+        out[f"{name}_tau"] = number(r"τ (\d+)", legend[label])
+        out[f"{name}_verified"] = number(r"\((\d+) verified\)", legend[label])
+
+    def cells(group: str, verdict: str = "") -> set:
+        return {tuple(c) for t in traces if t.get("legendgroup") == group and t.get("mode") == "markers"
+                and verdict in t.get("hovertemplate", "") for c in t["customdata"]}
+
+    accepted = cells("taps/selector", "accepted")
+    depth, rank = min(accepted - cells("ddtree"))
+    parent = next((r for d, r in accepted if d == depth - 1), 1)
+    return {**out, "kept_depth": depth, "kept_rank": rank, "parent_rank": parent}
+
+
 def step_numbers(at, key: str, pair) -> dict:
     """The numbers a Step card's answer quotes, read off the page the card opens."""
     if key == "waste-half":                                  # Stage by stage, at Verify
@@ -179,6 +201,8 @@ def step_numbers(at, key: str, pair) -> dict:
         found = candidates_numbers(chart(at, "step_candidates_chart"))
         assert found.pop("first_text") == facts(key, pair)["first_text"]      # the token in the boxed cell
         return found
+    if key == "selector-keeps":                             # the Candidates view: its legend and markers
+        return selector_numbers(chart(at, "step_candidates_chart"))
     if key == "deep-narrow":
         text = title(at, "step_lesson_chart")
         return {"tau": int(metric(at, "τ this round")), "verified": number(r"checks all (\d+) nodes", text),

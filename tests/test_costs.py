@@ -75,7 +75,7 @@ def test_profile_for_measures_once_with_a_message_then_reads_it(tiny_pair_f32, t
     profile = conftest.REAL_PROFILE_FOR(tiny_pair_f32, 8, announce=said.append)
     assert len(said) == 1 and "measuring a latency profile" in said[0] and "no latency profile saved" in said[0]
     assert profile.source == "measured" and max(profile.sizes) == 64 and profile.verify_s == sorted(profile.verify_s)
-    assert set(profile.overhead_s) == {"dflash", "dflash2", "ddtree", "taps/marginal", "taps/online"}
+    assert set(profile.overhead_s) == {"dflash", "dflash2", "ddtree", "taps/marginal", "taps/online", "taps/selector"}
     assert profile.ar_step_s > 0
     assert json.loads(profile_path(tiny_pair_f32).read_text())["key"] == profile_key(tiny_pair_f32)
     # the shared schema: what it is, where, at which precision, for which shape

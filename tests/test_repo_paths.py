@@ -44,7 +44,7 @@ MENTION = re.compile(
     + r")"
 )
 # TAPS's run labels (selector/estimator), a batch plan's lane after a + (taps/online+taps-batch)
-NOT_PATHS = re.compile(r"taps/(?:marginal|online|learned)(?:\+(?:taps|chain)-batch)?$")
+NOT_PATHS = re.compile(r"taps/(?:marginal|online|learned|selector)(?:\+(?:taps|chain)-batch)?$")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 IN_HISTORY = re.compile(r"git archive|git show|git history|\b(?:at|commit) [0-9a-f]{7,40}\b", re.IGNORECASE)
 AT_COMMIT = re.compile(r"\b[0-9a-f]{7,40}:$")          # `f419de9:` just before the path

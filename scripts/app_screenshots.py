@@ -123,7 +123,9 @@ def shoot(url: str, out: Path) -> None:
         settled(page)
         page.wait_for_timeout(2500)
         page.screenshot(path=str(out / "card-landing.png"))
-        page.goto(f"{url}/Step_through?example=search&round=5&view=candidates&presenter=1")   # the candidates
+        # the candidates, with TAPS over DFlash2's candidates (the selector card's round)
+        page.goto(f"{url}/Step_through?example=search&round=5&view=candidates&presenter=1&selector=taps"
+                  "&estimator=selector&taps_mode=reach&budget=16")
         page.locator('[data-testid="stPlotlyChart"]').first.wait_for()
         settled(page)
         page.wait_for_timeout(2500)

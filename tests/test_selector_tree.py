@@ -122,3 +122,32 @@ def test_a_pair_without_a_path_selector_has_no_selector_estimator(tiny_pair_dir)
         DecodeConfig(selector="taps", estimator="selector").validate(bare)
     with pytest.raises(ValueError, match="path selector"):
         make_estimator("selector", bare)
+
+
+def test_the_race_runs_taps_over_dflash2s_candidates_in_its_lane(monkeypatch):
+    """The race page with the estimator set to the selector: TAPS's lane is TAPS over DFlash2's
+    candidates, and it decodes (AppTest on the shipped pair, the race stepped until its first round)."""
+    pytest.importorskip("streamlit", reason="the app's packages are not installed (a bare GPU server)")
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from taps.studio.challenges import _race
+
+    monkeypatch.setenv("TAPS_PAIR", "")
+    root = Path(__file__).resolve().parent.parent
+    at = AppTest.from_file(str(root / "app.py"), default_timeout=180).run()
+    for key, value in _race("fib", 16, "reference-cpu-taps-code-10m", estimator="selector").items():
+        at.query_params[key] = value
+    at.switch_page("app_pages/2_Race_and_sweep.py").run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    at.number_input(key="race_max_new").set_value(8).run()
+    at.button(key="lanes_btn").click().run()
+    for _ in range(20):
+        at.button(key="race_step").click().run()
+        lanes = [el for el in at.get("plotly_chart") if el.key == "lane_tree_taps/selector"]
+        if lanes and "round 1:" in str(lanes[0].proto.spec):
+            break
+    else:
+        raise AssertionError("no TAPS/selector lane finished its first round")
+    assert not at.exception, [e.value for e in at.exception]

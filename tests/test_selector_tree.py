@@ -151,3 +151,24 @@ def test_the_race_runs_taps_over_dflash2s_candidates_in_its_lane(monkeypatch):
     else:
         raise AssertionError("no TAPS/selector lane finished its first round")
     assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+@pytest.mark.parametrize("plan", ["", "taps-batch"])
+def test_a_batch_of_selector_trees_is_each_requests_own_text(tiny_pair, plan, temperature):
+    """TAPS over DFlash2's candidates in a batch, each request its own tree (no plan) or under the
+    batch-aware plan: every request's tokens are the target's own."""
+    from conftest import batch_profile
+
+    from taps.batch import BatchSession
+
+    prompts = [[5, 17, 33, 2, 60, 8], [40, 41, 42], [9], [7, 7, 7, 9, 11, 3, 70, 2, 5, 61]]
+    options = dict(selector="taps", estimator="selector", budget=16, temperature=temperature, seed=11,
+                   max_new_tokens=16, stop_at_eos=False)
+    extra = dict(profile=batch_profile(tiny_pair), plan=plan) if plan else {}
+    batch = BatchSession(tiny_pair, [list(p) for p in prompts], **extra, **options)
+    batch.run()
+    for prompt, request in zip(prompts, batch.requests):
+        want = (greedy_continuation(tiny_pair, prompt, 16) if temperature == 0 else
+                sample_continuation(tiny_pair, prompt, 16, temperature, 11))
+        assert request.generated == want, (plan, prompt)

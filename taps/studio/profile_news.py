@@ -13,14 +13,12 @@ which every replica reads; `class_notice` decides what a page says from it.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import cache_root
+from .shared_file import one_per_file, write_json
 
 NEWS_FILE = "profile-news.json"
 STALE_AFTER_S = 900.0          # a measurement that never said it ended (its process stopped) is over after this
@@ -79,23 +77,13 @@ class ProfileNews:
         with self._lock:
             known = self._all()
             known[measuring.profile] = measuring
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".news-", dir=self.path.parent)
-            with os.fdopen(fd, "w") as out:
-                json.dump({k: {"started": m.started, "ended": m.ended, "error": m.error}
-                           for k, m in known.items()}, out)
-            os.replace(tmp, self.path)
-
-
-_NEWS: dict[Path, ProfileNews] = {}
-_NEWS_LOCK = threading.Lock()
+            write_json(self.path, {k: {"started": m.started, "ended": m.ended, "error": m.error}
+                                   for k, m in known.items()}, ".news-")
 
 
 def profile_news(folder: Path | None = None) -> ProfileNews:
     """This machine's news of measurements: one per cache folder (`$TAPS_CACHE`)."""
-    path = Path(folder or cache_root()) / NEWS_FILE
-    with _NEWS_LOCK:
-        return _NEWS.setdefault(path, ProfileNews(path))
+    return one_per_file(ProfileNews, NEWS_FILE, folder)
 
 
 def class_notice(measuring: Measuring | None, watched: tuple[float, str] | None, sized_from: str,

@@ -14,14 +14,12 @@ No streamlit: `app_pages.classroom` draws the toggle and the poller.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import cache_root
+from .shared_file import one_per_file, write_json
 
 ROOM_FILE = "class-room.json"
 PRIVATE = ("presenter",)          # the lecturer's own page settings a follower does not take
@@ -51,11 +49,7 @@ class Room:
             if last is not None and last.params == shown:
                 return False
             record = {"params": shown, "seq": (last.seq if last else 0) + 1, "time": time.time()}
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".room-", dir=self.path.parent)
-            with os.fdopen(fd, "w") as out:
-                json.dump(record, out)
-            os.replace(tmp, self.path)
+            write_json(self.path, record, ".room-")
             return True
 
     def current(self) -> Shown | None:
@@ -76,12 +70,6 @@ class Room:
         return shown
 
 
-_ROOMS: dict[Path, Room] = {}
-_ROOMS_LOCK = threading.Lock()
-
-
 def class_room(folder: Path | None = None) -> Room:
     """The room of this machine's class server: one per cache folder (`$TAPS_CACHE`)."""
-    path = Path(folder or cache_root()) / ROOM_FILE
-    with _ROOMS_LOCK:
-        return _ROOMS.setdefault(path, Room(path))
+    return one_per_file(Room, ROOM_FILE, folder)

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -26,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..paths import cache_root
+from .shared_file import one_per_file, write_json
 
 try:                                     # POSIX; elsewhere one process's threads are still serialised
     import fcntl
@@ -141,21 +139,12 @@ class SignInGuard:
             return {}
 
     def _write(self, counts: dict[str, dict]) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=".sign-in-", dir=self.path.parent)
-        with os.fdopen(fd, "w") as out:
-            json.dump(counts, out)
-        os.replace(tmp, self.path)
-
-
-_GUARDS: dict[Path, SignInGuard] = {}
-_GUARDS_LOCK = threading.Lock()
+        write_json(self.path, counts, ".sign-in-")
 
 
 def sign_in_guard(folder: Path | None = None) -> SignInGuard:
     """The guard of this machine's class server: one per cache folder (`$TAPS_CACHE`)."""
-    path = Path(folder or cache_root()) / TRIES_FILE
-    with _GUARDS_LOCK:
-        return _GUARDS.setdefault(path, SignInGuard(path))
+    return one_per_file(SignInGuard, TRIES_FILE, folder)
 
 
 def wait_text(seconds: float) -> str:

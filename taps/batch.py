@@ -43,7 +43,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .batch_cost import host_seconds, of_profile, plan_step
+from .batch_cost import host_seconds, of_profile, plan_rates, plan_step, probe_wait
 from .config import DecodeConfig
 from .fast_drafter import DraftContext
 from .pair import ModelPair
@@ -53,12 +53,12 @@ from .selectors import DFlashSelector, Selector, TapsSelector
 from .session import DecodeSession
 from .target_cache import TargetCache
 from .timing import StageTimer
+from .tree import DraftTree
 from .verify import HeadRows, target_body_batch, walk
 
 __all__ = ["BatchSession", "PLANS", "batch_inputs"]
 
 PLANS = {"taps-batch": "TAPS (batch-aware)", "chain-batch": "confidence chain"}
-REPROBE = 4          # a plan that stopped drafting drafts again after this many autoregressive steps
 
 
 class ChainSelector:
@@ -101,7 +101,9 @@ class BatchSession:
         self.drafted: list[bool] = []                # per step: whether its requests drafted (a plan may not)
         self.step_s: list[float] = []                # per step: its wall-clock seconds here
         self._curves: dict[int, np.ndarray] = {}     # a plan's reach curves per request: a running mean
-        self._plain = 0                              # a plan's autoregressive steps since it last drafted
+        self._plain = 0                              # a plan's plain steps since it last drafted
+        self._judged = None                          # a plan's judgement of its running estimate (`_drafts_now`)
+        self._host_s: dict[int, tuple[float, float]] = {}    # a plan's host costs per batch size (`_hosts`)
         caches = [r.cache for r in self.requests]
         if not all(isinstance(c, TargetCache) for c in caches):
             raise ValueError("batched decoding needs a target whose layers are all full attention (a TargetCache)")
@@ -186,37 +188,67 @@ class BatchSession:
     def _planned(self, active: list[int], timers: dict) -> dict:
         """The batch plan's round: every active request's draft, pool and reach, one width for the
         whole forward (`plan_step`, from the profile's costs at this batch), then each request's best
-        nodes up to it; or, when by the requests' reach curves (a running mean over their drafted
-        rounds) drafting would not pay at this batch, an autoregressive step (no drafter pass, each
-        request's root alone), at most REPROBE in a row before the batch drafts again to see."""
-        request = self.requests[active[0]]
-        cfg, grid = request.config, self.batch_verify
-        label = TAPS.run_label(cfg.estimator)
-        draft_host = host_seconds(request.profile, grid, label, len(active))
-        ar_host = host_seconds(request.profile, grid, AR.run_label(), len(active))
-        draft = True
-        if all(b in self._curves for b in active) and self._plain < REPROBE:
-            draft, _ = plan_step([self._curves[b] for b in active], draft_host, ar_host, grid, cfg.budget)
-        self._plain = 0 if draft else self._plain + 1
-        width = 0
-        if draft:
-            drafted = self._drafts(active, timers)
-            pools = {b: self.requests[b]._pool(timers[b], drafted.get(b)) for b in active}
-            current = {}
-            for b in active:
-                reach = np.zeros(cfg.budget)
-                top = np.sort(pools[b][1].reach[1:])[::-1][:cfg.budget]
-                reach[:len(top)] = top
-                current[b] = reach
-                self._curves[b] = reach if b not in self._curves else 0.5 * (self._curves[b] + reach)
-            _, width = plan_step([current[b] for b in active], draft_host, ar_host, grid, cfg.budget)
+        nodes up to it; or, when drafting does not pay at this batch by the requests' reach curves (a
+        running mean over their drafted rounds), a plain autoregressive step (`_plain_round`)."""
+        cfg = self.requests[active[0]].config
+        if not self._drafts_now(active):
+            return {b: self._plain_round(b) for b in active}
+        drafted = self._drafts(active, timers)
+        pools = {b: self.requests[b]._pool(timers[b], drafted.get(b)) for b in active}
+        current = {}
+        for b in active:
+            reach = np.zeros(cfg.budget)
+            top = np.sort(pools[b][1].reach[1:])[::-1][:cfg.budget]
+            reach[:len(top)] = top
+            current[b] = reach
+            self._curves[b] = reach if b not in self._curves else 0.5 * (self._curves[b] + reach)
+        self._judged = None                          # the running estimate moved: judge it again
+        _, width = plan_step([current[b] for b in active], *self._hosts(len(active)), self.batch_verify, cfg.budget)
         settings = replace(cfg, budget=width)
         chosen = {}
         for b in active:
             with timers[b]("select"):
-                lattice, pool = pools[b] if draft else self.requests[b]._root_only()
-                chosen[b] = (lattice, pool, *self.requests[b]._select(pool, settings))
+                chosen[b] = (*pools[b], *self.requests[b]._select(pools[b][1], settings))
         return chosen
+
+    def _hosts(self, batch: int) -> tuple[float, float]:
+        """Per request, a drafted round's and a plain round's seconds besides the forward at this
+        batch size, from the profile (`host_seconds`), read once per size."""
+        if batch not in self._host_s:
+            request = self.requests[0]
+            label = TAPS.run_label(request.config.estimator)
+            self._host_s[batch] = (host_seconds(request.profile, self.batch_verify, label, batch),
+                                   host_seconds(request.profile, self.batch_verify, AR.run_label(), batch))
+        return self._host_s[batch]
+
+    def _drafts_now(self, active: list[int]) -> bool:
+        """Whether the plan drafts this step: always until every active request has drafted once
+        (nothing to judge by yet); then when drafting pays by the running estimate (`plan_rates`),
+        and, when it does not, once after `probe_wait` plain steps in a row, to see (often when it
+        nearly pays, seldom or never when far from it). Only the profile and the decoded rounds
+        decide, never the clock. The judgement is kept until the estimate or the batch changes, so a
+        run of plain steps judges once."""
+        if all(b in self._curves for b in active):
+            if self._judged is None or self._judged[0] != active:
+                plan = plan_rates([self._curves[b] for b in active], *self._hosts(len(active)), self.batch_verify,
+                                  self.requests[active[0]].config.budget)
+                self._judged = (list(active), plan, probe_wait(plan))
+            _, plan, wait = self._judged
+            if not plan.drafts and self._plain < wait:
+                self._plain += 1
+                return False
+        self._plain = 0
+        return True
+
+    def _plain_round(self, b: int) -> tuple:
+        """Request b's round in a step that does not draft, as cheap as an autoregressive one: its
+        root alone, no drafter pass, no pool, estimate or selection; the target's context features
+        of the token it commits are queued in its drafter context (no drafter work), projected in one
+        pass with the others queued when the batch drafts again. (lattice, pool, selected, tree)."""
+        request = self.requests[b]
+        request._begin_round()
+        root = DraftTree.root_only(request.tokens[-1])
+        return None, root, np.zeros(1, dtype=np.int64), root
 
     def _drafts(self, active: list[int], timers: dict) -> dict:
         """Every active request's block through the drafter in one pass (`DraftContext.draft_many`,

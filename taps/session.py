@@ -29,7 +29,7 @@ from .selectors import RoundContext, make_selector
 from .stopping import apply_stop_rules
 from .target_cache import make_target_cache
 from .timing import StageTimer
-from .tree import DraftTree, TreeMaskBuffer
+from .tree import TreeMaskBuffer
 from .verify import (
     COMPILE_REFUSED,
     HeadRows,
@@ -169,11 +169,6 @@ class DecodeSession:
             pool.reach = sel.estimate(pool, lattice, cfg, self._round)
         return lattice, pool
 
-    def _root_only(self):
-        """A round that drafts nothing (a batch plan's autoregressive step): (None, the root alone)."""
-        self._begin_round()
-        return None, DraftTree.root_only(self.tokens[-1])
-
     def _select(self, pool, cfg: DecodeConfig):
         """The selection from a round's pool under `cfg` (the session's settings, or a batch plan's
         budget for this round): (selected pool indices, the tree to verify)."""
@@ -198,7 +193,7 @@ class DecodeSession:
             max_context=pair.max_context)
         self.finished, self.stop_reason = reason is not None, reason
         self.tokens.extend(committed)
-        if self.estimator is not None and self.estimator.wants_feedback:
+        if self.estimator is not None and self.estimator.wants_feedback and tree.size:    # a root alone: no verdict
             self.estimator.observe_round(pool, selected, edge_feedback(pool, selected, head, cfg.temperature))
         return build_round(index=len(self.rounds), config=cfg, pool=pool, selected=selected,
                            accepted_rows=result.accepted, child_prob=result.child_prob,

@@ -103,6 +103,7 @@ class BatchSession:
         self._curves: dict[int, np.ndarray] = {}     # a plan's reach curves per request: a running mean
         self._plain = 0                              # a plan's plain steps since it last drafted
         self._judged = None                          # a plan's judgement of its running estimate (`_drafts_now`)
+        self._probes = 0                             # a plan's probes in a row that found drafting did not pay
         self._host_s: dict[int, tuple[float, float]] = {}    # a plan's host costs per batch size (`_hosts`)
         caches = [r.cache for r in self.requests]
         if not all(isinstance(c, TargetCache) for c in caches):
@@ -225,18 +226,19 @@ class BatchSession:
         """Whether the plan drafts this step: always until every active request has drafted once
         (nothing to judge by yet); then when drafting pays by the running estimate (`plan_rates`),
         and, when it does not, once after `probe_wait` plain steps in a row, to see (often when it
-        nearly pays, seldom or never when far from it). Only the profile and the decoded rounds
-        decide, never the clock. The judgement is kept until the estimate or the batch changes, so a
-        run of plain steps judges once."""
+        nearly pays, seldom when far from it, less often after each probe that finds no pay). Only
+        the profile and the decoded rounds decide, never the clock. The judgement is kept until the
+        estimate or the batch changes, so a run of plain steps judges once."""
         if all(b in self._curves for b in active):
             if self._judged is None or self._judged[0] != active:
                 plan = plan_rates([self._curves[b] for b in active], *self._hosts(len(active)), self.batch_verify,
                                   self.requests[active[0]].config.budget)
-                self._judged = (list(active), plan, probe_wait(plan))
+                self._judged = (list(active), plan, probe_wait(plan, self._probes))
             _, plan, wait = self._judged
             if not plan.drafts and self._plain < wait:
                 self._plain += 1
                 return False
+            self._probes = 0 if plan.drafts else self._probes + 1
         self._plain = 0
         return True
 

@@ -160,7 +160,7 @@ class BatchSession:
             drafted = self._drafts(active, timers)
             chosen = {b: self.requests[b]._choose(timers[b], drafted.get(b)) for b in active}
         self.widths.append((len(active), max(chosen[b][3].size for b in active)))
-        self.drafted.append(not self.plan or chosen[active[0]][0] is not None)
+        self.drafted.append(any(chosen[b][0] is not None for b in active))      # AR never drafts
         past = max(self.lengths)                     # every tree is written after the longest cached request
         shared = StageTimer(pair.device)
         with shared("verify"):

@@ -5,7 +5,7 @@ Each request is a `DecodeSession` of its own (its tokens, selector, estimator, d
 rules, rounds); what they share is the target's key/value cache, one `TargetCache` whose batch row b
 is request b's, and the verify forward:
 
-    draft, pool, estimate, select   per request, exactly as a solo round (`DecodeSession._choose`)
+    draft, pool, estimate, select   per request, exactly as a solo round (`DecodeSession.step`)
     verify   one target forward over the B trees padded to the largest: input ids and positions
              [B, N] (each request's own positions), one additive 4-D mask [B, 1, N, M + N] where M
              is the longest request's cached length: a tree row sees its request's own cached
@@ -158,7 +158,7 @@ class BatchSession:
             chosen = self._planned(active, timers)
         else:
             drafted = self._drafts(active, timers)
-            chosen = {b: self.requests[b]._choose(timers[b], drafted.get(b)) for b in active}
+            chosen = {b: self._round(b, timers[b], drafted.get(b)) for b in active}
         self.widths.append((len(active), max(chosen[b][3].size for b in active)))
         self.drafted.append(any(chosen[b][0] is not None for b in active))      # AR never drafts
         past = max(self.lengths)                     # every tree is written after the longest cached request
@@ -185,6 +185,14 @@ class BatchSession:
             out[b] = record
         self.step_s.append(time.perf_counter() - began)
         return out
+
+    def _round(self, b: int, timer: StageTimer, drafted: tuple | None) -> tuple:
+        """Request b's round as its solo run chooses it (draft, pool, estimate, select), its block
+        drafted in the batch's pass when `drafted`: (lattice, pool, selected, tree)."""
+        request = self.requests[b]
+        lattice, pool = request._pool(timer, drafted)
+        with timer("select"):
+            return (lattice, pool, *request._select(pool, request.config))
 
     def _planned(self, active: list[int], timers: dict) -> dict:
         """The batch plan's round: every active request's draft, pool and reach, one width for the

@@ -118,7 +118,9 @@ class DecodeSession:
         timer = StageTimer(self.pair.device)
         self._stage = "draft"
         try:
-            lattice, pool, selected, tree = self._choose(timer)
+            lattice, pool = self._pool(timer)
+            with timer("select"):
+                selected, tree = self._select(pool, self.config)
             self._stage = "verify"
             with timer("verify"):
                 hidden, features = self._verify(tree, start)
@@ -132,14 +134,6 @@ class DecodeSession:
         record.timings = dict(timer.seconds)         # the whole step, the record included
         self.rounds.append(record)
         return record
-
-    def _choose(self, timer: StageTimer, drafted: tuple | None = None):
-        """A round's draft, pool, estimate and selection: (lattice, pool, selected, tree); `drafted`
-        as `_pool` takes it."""
-        lattice, pool = self._pool(timer, drafted)
-        with timer("select"):
-            selected, tree = self._select(pool, self.config)
-        return lattice, pool, selected, tree
 
     def _begin_round(self) -> None:
         """A round's start: refused when the session has finished or the context is full; the

@@ -58,6 +58,8 @@ from .verify import HeadRows, target_body_batch, walk
 
 __all__ = ["BatchSession", "PLANS", "batch_inputs"]
 
+REALISED_PRIOR = 4.0     # expected draft tokens at a factor of 1 that a plan's realised reach starts from
+
 PLANS = {"taps-batch": "TAPS (batch-aware)", "chain-batch": "confidence chain"}
 
 
@@ -104,6 +106,7 @@ class BatchSession:
         self._plain = 0                              # a plan's plain steps since it last drafted
         self._judged = None                          # a plan's judgement of its running estimate (`_drafts_now`)
         self._probes = 0                             # a plan's probes in a row that found drafting did not pay
+        self._realised = [0.0, 0.0]                  # a plan's verified rounds: reach expected, draft tokens accepted
         self._host_s: dict[int, tuple[float, float]] = {}    # a plan's host costs per batch size (`_hosts`)
         caches = [r.cache for r in self.requests]
         if not all(isinstance(c, TargetCache) for c in caches):
@@ -182,6 +185,9 @@ class BatchSession:
             record.timings["verify"] = record.timings.get("verify", 0.0) + shared.seconds["verify"]
             record.timings["draft"] = record.timings.get("draft", 0.0) + self._draft_s.get(b, 0.0)
             request.rounds.append(record)
+            if self.plan and record.verified_nodes:          # the plan's realised reach (`_realised`)
+                self._realised[0] += record.expected_tau - 1.0
+                self._realised[1] += len(record.accepted)
             out[b] = record
         self.step_s.append(time.perf_counter() - began)
         return out
@@ -212,7 +218,9 @@ class BatchSession:
             current[b] = reach
             self._curves[b] = reach if b not in self._curves else 0.5 * (self._curves[b] + reach)
         self._judged = None                          # the running estimate moved: judge it again
-        _, width = plan_step([current[b] for b in active], *self._hosts(len(active)), self.batch_verify, cfg.budget)
+        factor = self._realised_factor()
+        _, width = plan_step([factor * current[b] for b in active], *self._hosts(len(active)), self.batch_verify,
+                             cfg.budget)
         settings = replace(cfg, budget=width)
         chosen = {}
         for b in active:
@@ -230,6 +238,14 @@ class BatchSession:
                                    host_seconds(request.profile, self.batch_verify, AR.run_label(), batch))
         return self._host_s[batch]
 
+    def _realised_factor(self) -> float:
+        """The draft tokens the batch's verified trees had accepted per token their reach expected,
+        over the plan's rounds so far (with REALISED_PRIOR expected tokens at 1 to start): the reach of
+        a tree's best nodes runs high (they are the best because their estimates are), and a plan
+        that believed it would draft where drafting does not pay. The plan scales every reach by it."""
+        expected, accepted = self._realised
+        return (accepted + REALISED_PRIOR) / (expected + REALISED_PRIOR)
+
     def _drafts_now(self, active: list[int]) -> bool:
         """Whether the plan drafts this step: always until every active request has drafted once
         (nothing to judge by yet); then when drafting pays by the running estimate (`plan_rates`),
@@ -239,8 +255,9 @@ class BatchSession:
         estimate or the batch changes, so a run of plain steps judges once."""
         if all(b in self._curves for b in active):
             if self._judged is None or self._judged[0] != active:
-                plan = plan_rates([self._curves[b] for b in active], *self._hosts(len(active)), self.batch_verify,
-                                  self.requests[active[0]].config.budget)
+                factor = self._realised_factor()
+                plan = plan_rates([factor * self._curves[b] for b in active], *self._hosts(len(active)),
+                                  self.batch_verify, self.requests[active[0]].config.budget)
                 self._judged = (list(active), plan, probe_wait(plan, self._probes))
             _, plan, wait = self._judged
             if not plan.drafts and self._plain < wait:

@@ -282,3 +282,27 @@ def test_a_step_that_does_not_draft_does_no_drafter_work(tiny_pair, monkeypatch)
     assert calls["drafter pass"] == 2
     assert [r.draft_context.length for r in batch.requests] == [n + q for n, q in zip(lengths, queued)]
     assert [r.draft_context.queued for r in batch.requests] == [r.rounds[-1].tau for r in batch.requests]
+
+
+def test_a_plan_scales_its_reach_by_the_draft_tokens_its_trees_had_accepted(tiny_pair):
+    """The reach of a tree's best nodes runs high; a plan judges with every reach scaled by the draft
+    tokens its verified trees had accepted per token their reach expected (from the decoded rounds
+    alone), starting at 1."""
+    from taps.batch import REALISED_PRIOR
+    from taps.batch_cost import plan_rates
+
+    batch = BatchSession(tiny_pair, [list(p) for p in PROMPTS], profile=batch_profile(tiny_pair), plan="taps-batch",
+                         **settings("taps", "online", 0.0, 16))
+    assert batch._realised_factor() == 1.0
+    batch.run()
+    verified = [r for request in batch.requests for r in request.rounds if r.verified_nodes]
+    expected = sum(r.expected_tau - 1 for r in verified)
+    accepted = sum(len(r.accepted) for r in verified)
+    assert verified and batch._realised == pytest.approx([expected, accepted])
+    factor = (accepted + REALISED_PRIOR) / (expected + REALISED_PRIOR)
+    assert batch._realised_factor() == pytest.approx(factor) and factor != 1.0
+    active = [0]
+    batch._judged = None
+    batch._drafts_now(active)
+    plan = plan_rates([factor * batch._curves[0]], *batch._hosts(1), batch.batch_verify, 16)
+    assert batch._judged[1] == pytest.approx(plan)

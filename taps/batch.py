@@ -105,7 +105,6 @@ class BatchSession:
         self._curves: dict[int, np.ndarray] = {}     # a plan's reach curves per request: a running mean
         self._plain = 0                              # a plan's plain steps since it last drafted
         self._judged = None                          # a plan's judgement of its running estimate (`_drafts_now`)
-        self._probes = 0                             # a plan's probes in a row that found drafting did not pay
         self._realised = [0.0, 0.0]                  # a plan's verified rounds: reach expected, draft tokens accepted
         self._host_s: dict[int, tuple[float, float]] = {}    # a plan's host costs per batch size (`_hosts`)
         caches = [r.cache for r in self.requests]
@@ -250,7 +249,7 @@ class BatchSession:
         """Whether the plan drafts this step: always until every active request has drafted once
         (nothing to judge by yet); then when drafting pays by the running estimate (`plan_rates`),
         and, when it does not, once after `probe_wait` plain steps in a row, to see (often when it
-        nearly pays, seldom when far from it, less often after each probe that finds no pay). Only
+        nearly pays, seldom or never when far from it). Only
         the profile and the decoded rounds decide, never the clock. The judgement is kept until the
         estimate or the batch changes, so a run of plain steps judges once."""
         if all(b in self._curves for b in active):
@@ -258,12 +257,11 @@ class BatchSession:
                 factor = self._realised_factor()
                 plan = plan_rates([factor * self._curves[b] for b in active], *self._hosts(len(active)),
                                   self.batch_verify, self.requests[active[0]].config.budget)
-                self._judged = (list(active), plan, probe_wait(plan, self._probes))
+                self._judged = (list(active), plan, probe_wait(plan))
             _, plan, wait = self._judged
             if not plan.drafts and self._plain < wait:
                 self._plain += 1
                 return False
-            self._probes = 0 if plan.drafts else self._probes + 1
         self._plain = 0
         return True
 

@@ -5,7 +5,7 @@ Each request is a `DecodeSession` of its own (its tokens, selector, estimator, d
 rules, rounds); what they share is the target's key/value cache, one `TargetCache` whose batch row b
 is request b's, and the verify forward:
 
-    draft, pool, estimate, select   per request, exactly as a solo round (`DecodeSession._choose`)
+    draft, pool, estimate, select   per request, exactly as a solo round (`DecodeSession.step`)
     verify   one target forward over the B trees padded to the largest: input ids and positions
              [B, N] (each request's own positions), one additive 4-D mask [B, 1, N, M + N] where M
              is the longest request's cached length: a tree row sees its request's own cached
@@ -43,7 +43,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .batch_cost import host_seconds, of_profile, plan_step
+from .batch_cost import host_seconds, of_profile, plan_rates, plan_step, probe_wait
 from .config import DecodeConfig
 from .fast_drafter import DraftContext
 from .pair import ModelPair
@@ -53,12 +53,14 @@ from .selectors import DFlashSelector, Selector, TapsSelector
 from .session import DecodeSession
 from .target_cache import TargetCache
 from .timing import StageTimer
+from .tree import DraftTree
 from .verify import HeadRows, target_body_batch, walk
 
 __all__ = ["BatchSession", "PLANS", "batch_inputs"]
 
+REALISED_PRIOR = 4.0     # expected draft tokens at a factor of 1 that a plan's realised reach starts from
+
 PLANS = {"taps-batch": "TAPS (batch-aware)", "chain-batch": "confidence chain"}
-REPROBE = 4          # a plan that stopped drafting drafts again after this many autoregressive steps
 
 
 class ChainSelector:
@@ -102,7 +104,10 @@ class BatchSession:
         self.drafted: list[bool] = []                # per step: whether its requests drafted (a plan may not)
         self.step_s: list[float] = []                # per step: its wall-clock seconds here
         self._curves: dict[int, np.ndarray] = {}     # a plan's reach curves per request: a running mean
-        self._plain = 0                              # a plan's autoregressive steps since it last drafted
+        self._plain = 0                              # a plan's plain steps since it last drafted
+        self._judged = None                          # a plan's judgement of its running estimate (`_drafts_now`)
+        self._realised = [0.0, 0.0]                  # a plan's verified rounds: reach expected, draft tokens accepted
+        self._host_s: dict[int, tuple[float, float]] = {}    # a plan's host costs per batch size (`_hosts`)
         caches = [r.cache for r in self.requests]
         if not all(isinstance(c, TargetCache) for c in caches):
             raise ValueError("batched decoding needs a target whose layers are all full attention (a TargetCache)")
@@ -156,9 +161,9 @@ class BatchSession:
             chosen = self._planned(active, timers)
         else:
             drafted = self._drafts(active, timers)
-            chosen = {b: self.requests[b]._choose(timers[b], drafted.get(b)) for b in active}
+            chosen = {b: self._round(b, timers[b], drafted.get(b)) for b in active}
         self.widths.append((len(active), max(chosen[b][3].size for b in active)))
-        self.drafted.append(not self.plan or chosen[active[0]][0] is not None)
+        self.drafted.append(any(chosen[b][0] is not None for b in active))      # AR never drafts
         past = max(self.lengths)                     # every tree is written after the longest cached request
         shared = StageTimer(pair.device)
         with shared("verify"):
@@ -180,44 +185,96 @@ class BatchSession:
             record.timings["verify"] = record.timings.get("verify", 0.0) + shared.seconds["verify"]
             record.timings["draft"] = record.timings.get("draft", 0.0) + self._draft_s.get(b, 0.0)
             request.rounds.append(record)
+            if self.plan and record.verified_nodes:          # the plan's realised reach (`_realised`)
+                self._realised[0] += record.expected_tau - 1.0
+                self._realised[1] += len(record.accepted)
             out[b] = record
         self.step_s.append(time.perf_counter() - began)
         return out
 
+    def _round(self, b: int, timer: StageTimer, drafted: tuple | None) -> tuple:
+        """Request b's round as its solo run chooses it (draft, pool, estimate, select), its block
+        drafted in the batch's pass when `drafted`: (lattice, pool, selected, tree)."""
+        request = self.requests[b]
+        lattice, pool = request._pool(timer, drafted)
+        with timer("select"):
+            return (lattice, pool, *request._select(pool, request.config))
+
     def _planned(self, active: list[int], timers: dict) -> dict:
         """The batch plan's round: every active request's draft, pool and reach, one width for the
         whole forward (`plan_step`, from the profile's costs at this batch), then each request's best
-        nodes up to it; or, when by the requests' reach curves (a running mean over their drafted
-        rounds) drafting would not pay at this batch, an autoregressive step (no drafter pass, each
-        request's root alone), at most REPROBE in a row before the batch drafts again to see."""
-        request = self.requests[active[0]]
-        cfg, grid = request.config, self.batch_verify
-        label = TAPS.run_label(cfg.estimator)
-        draft_host = host_seconds(request.profile, grid, label, len(active))
-        ar_host = host_seconds(request.profile, grid, AR.run_label(), len(active))
-        draft = True
-        if all(b in self._curves for b in active) and self._plain < REPROBE:
-            draft, _ = plan_step([self._curves[b] for b in active], draft_host, ar_host, grid, cfg.budget)
-        self._plain = 0 if draft else self._plain + 1
-        width = 0
-        if draft:
-            drafted = self._drafts(active, timers)
-            pools = {b: self.requests[b]._pool(timers[b], drafted.get(b)) for b in active}
-            current = {}
-            for b in active:
-                reach = np.zeros(cfg.budget)
-                top = np.sort(pools[b][1].reach[1:])[::-1][:cfg.budget]
-                reach[:len(top)] = top
-                current[b] = reach
-                self._curves[b] = reach if b not in self._curves else 0.5 * (self._curves[b] + reach)
-            _, width = plan_step([current[b] for b in active], draft_host, ar_host, grid, cfg.budget)
+        nodes up to it; or, when drafting does not pay at this batch by the requests' reach curves (a
+        running mean over their drafted rounds), a plain autoregressive step (`_plain_round`)."""
+        cfg = self.requests[active[0]].config
+        if not self._drafts_now(active):
+            return {b: self._plain_round(b) for b in active}
+        drafted = self._drafts(active, timers)
+        pools = {b: self.requests[b]._pool(timers[b], drafted.get(b)) for b in active}
+        current = {}
+        for b in active:
+            reach = np.zeros(cfg.budget)
+            top = np.sort(pools[b][1].reach[1:])[::-1][:cfg.budget]
+            reach[:len(top)] = top
+            current[b] = reach
+            self._curves[b] = reach if b not in self._curves else 0.5 * (self._curves[b] + reach)
+        self._judged = None                          # the running estimate moved: judge it again
+        factor = self._realised_factor()
+        _, width = plan_step([factor * current[b] for b in active], *self._hosts(len(active)), self.batch_verify,
+                             cfg.budget)
         settings = replace(cfg, budget=width)
         chosen = {}
         for b in active:
             with timers[b]("select"):
-                lattice, pool = pools[b] if draft else self.requests[b]._root_only()
-                chosen[b] = (lattice, pool, *self.requests[b]._select(pool, settings))
+                chosen[b] = (*pools[b], *self.requests[b]._select(pools[b][1], settings))
         return chosen
+
+    def _hosts(self, batch: int) -> tuple[float, float]:
+        """Per request, a drafted round's and a plain round's seconds besides the forward at this
+        batch size, from the profile (`host_seconds`), read once per size."""
+        if batch not in self._host_s:
+            request = self.requests[0]
+            label = TAPS.run_label(request.config.estimator)
+            self._host_s[batch] = (host_seconds(request.profile, self.batch_verify, label, batch),
+                                   host_seconds(request.profile, self.batch_verify, AR.run_label(), batch))
+        return self._host_s[batch]
+
+    def _realised_factor(self) -> float:
+        """The draft tokens the batch's verified trees had accepted per token their reach expected,
+        over the plan's rounds so far (with REALISED_PRIOR expected tokens at 1 to start): the reach of
+        a tree's best nodes runs high (they are the best because their estimates are), and a plan
+        that believed it would draft where drafting does not pay. The plan scales every reach by it."""
+        expected, accepted = self._realised
+        return (accepted + REALISED_PRIOR) / (expected + REALISED_PRIOR)
+
+    def _drafts_now(self, active: list[int]) -> bool:
+        """Whether the plan drafts this step: always until every active request has drafted once
+        (nothing to judge by yet); then when drafting pays by the running estimate (`plan_rates`),
+        and, when it does not, once after `probe_wait` plain steps in a row, to see (often when it
+        nearly pays, seldom or never when far from it). Only
+        the profile and the decoded rounds decide, never the clock. The judgement is kept until the
+        estimate or the batch changes, so a run of plain steps judges once."""
+        if all(b in self._curves for b in active):
+            if self._judged is None or self._judged[0] != active:
+                factor = self._realised_factor()
+                plan = plan_rates([factor * self._curves[b] for b in active], *self._hosts(len(active)),
+                                  self.batch_verify, self.requests[active[0]].config.budget)
+                self._judged = (list(active), plan, probe_wait(plan))
+            _, plan, wait = self._judged
+            if not plan.drafts and self._plain < wait:
+                self._plain += 1
+                return False
+        self._plain = 0
+        return True
+
+    def _plain_round(self, b: int) -> tuple:
+        """Request b's round in a step that does not draft, as cheap as an autoregressive one: its
+        root alone, no drafter pass, no pool, estimate or selection; the target's context features
+        of the token it commits are queued in its drafter context (no drafter work), projected in one
+        pass with the others queued when the batch drafts again. (lattice, pool, selected, tree)."""
+        request = self.requests[b]
+        request._begin_round()
+        root = DraftTree.root_only(request.tokens[-1])
+        return None, root, np.zeros(1, dtype=np.int64), root
 
     def _drafts(self, active: list[int], timers: dict) -> dict:
         """Every active request's block through the drafter in one pass (`DraftContext.draft_many`,

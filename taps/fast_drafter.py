@@ -295,7 +295,7 @@ class DraftContext:
         self.mask_token_id = int(mask_token_id)
         self.keys, self.values = fast.new_buffers(size) if size else ([], [])
         self.length = 0
-        self.pending: torch.Tensor | None = None     # [n, F] target features not yet projected
+        self._queued: list[torch.Tensor] = []        # target features [n, F] each, not yet projected
 
     @property
     def size(self) -> int:
@@ -313,8 +313,22 @@ class DraftContext:
         self.keys, self.values = keys, values
 
     def add(self, features: torch.Tensor) -> None:
-        """Queue the target's context features [n, F] of newly committed positions."""
-        self.pending = features if self.pending is None else torch.cat([self.pending, features], dim=0)
+        """Queue the target's context features [n, F] of newly committed positions: kept as they
+        come (no copy), joined and projected at the next draft, however many rounds away (a batch
+        plan's autoregressive steps queue theirs until it drafts again)."""
+        self._queued.append(features)
+
+    @property
+    def pending(self) -> torch.Tensor | None:
+        """[n, F]: every queued feature row, in order (None when nothing is queued)."""
+        if len(self._queued) > 1:
+            self._queued = [torch.cat(self._queued, dim=0)]
+        return self._queued[0] if self._queued else None
+
+    @property
+    def queued(self) -> int:
+        """Positions committed since the last draft (their features queued, not yet projected)."""
+        return sum(f.shape[0] for f in self._queued)
 
     def draft(self, root: int, depth: int, embed) -> torch.Tensor:
         """Hidden states [depth, d] of the block [root, MASK x depth] after the committed context
@@ -331,16 +345,15 @@ class DraftContext:
         return [ctx._drafted(hidden) for ctx, hidden in zip(contexts, hiddens)]
 
     def _block_inputs(self, root: int, depth: int, embed) -> tuple:
-        pending = 0 if self.pending is None else self.pending.shape[0]
-        self._make_room(self.length + pending + depth + 1)
+        self._make_room(self.length + self.queued + depth + 1)
         block = torch.full((depth + 1,), self.mask_token_id, device=self.fast.device)
         block[0] = root
         return self.keys, self.values, self.length, embed(block), self.pending
 
     def _drafted(self, hidden: torch.Tensor) -> torch.Tensor:
         """After a pass: the queued features are in the buffers now; the block's drafted rows."""
-        self.length += 0 if self.pending is None else self.pending.shape[0]
-        self.pending = None
+        self.length += self.queued
+        self._queued = []
         return hidden[1:]
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -29,7 +29,7 @@ from .selectors import RoundContext, make_selector
 from .stopping import apply_stop_rules
 from .target_cache import make_target_cache
 from .timing import StageTimer
-from .tree import DraftTree, TreeMaskBuffer
+from .tree import TreeMaskBuffer
 from .verify import (
     COMPILE_REFUSED,
     HeadRows,
@@ -118,7 +118,9 @@ class DecodeSession:
         timer = StageTimer(self.pair.device)
         self._stage = "draft"
         try:
-            lattice, pool, selected, tree = self._choose(timer)
+            lattice, pool = self._pool(timer)
+            with timer("select"):
+                selected, tree = self._select(pool, self.config)
             self._stage = "verify"
             with timer("verify"):
                 hidden, features = self._verify(tree, start)
@@ -132,14 +134,6 @@ class DecodeSession:
         record.timings = dict(timer.seconds)         # the whole step, the record included
         self.rounds.append(record)
         return record
-
-    def _choose(self, timer: StageTimer, drafted: tuple | None = None):
-        """A round's draft, pool, estimate and selection: (lattice, pool, selected, tree); `drafted`
-        as `_pool` takes it."""
-        lattice, pool = self._pool(timer, drafted)
-        with timer("select"):
-            selected, tree = self._select(pool, self.config)
-        return lattice, pool, selected, tree
 
     def _begin_round(self) -> None:
         """A round's start: refused when the session has finished or the context is full; the
@@ -169,11 +163,6 @@ class DecodeSession:
             pool.reach = sel.estimate(pool, lattice, cfg, self._round)
         return lattice, pool
 
-    def _root_only(self):
-        """A round that drafts nothing (a batch plan's autoregressive step): (None, the root alone)."""
-        self._begin_round()
-        return None, DraftTree.root_only(self.tokens[-1])
-
     def _select(self, pool, cfg: DecodeConfig):
         """The selection from a round's pool under `cfg` (the session's settings, or a batch plan's
         budget for this round): (selected pool indices, the tree to verify)."""
@@ -198,7 +187,7 @@ class DecodeSession:
             max_context=pair.max_context)
         self.finished, self.stop_reason = reason is not None, reason
         self.tokens.extend(committed)
-        if self.estimator is not None and self.estimator.wants_feedback:
+        if self.estimator is not None and self.estimator.wants_feedback and tree.size:    # a root alone: no verdict
             self.estimator.observe_round(pool, selected, edge_feedback(pool, selected, head, cfg.temperature))
         return build_round(index=len(self.rounds), config=cfg, pool=pool, selected=selected,
                            accepted_rows=result.accepted, child_prob=result.child_prob,

@@ -205,13 +205,22 @@ def test_a_plan_needs_the_verify_cost_at_a_batch(tiny_pair):
 def test_a_plan_stops_drafting_when_no_width_pays_and_starts_again_when_the_batch_shrinks(tiny_pair):
     """Rows that cost much and an AR step's host work that costs little: after the first step (which
     drafts: there is nothing to judge by yet) batch-aware TAPS takes plain autoregressive steps at a
-    batch of four, with no drafter pass, and the text stays the target's; alone, a request drafts."""
+    batch of five, with no drafter pass, and probes again only after as many as its running estimate
+    says (`probe_wait`: the further from paying, the later); the text stays the target's; alone, a
+    request drafts."""
+    from taps.batch_cost import host_seconds, plan_rates, probe_wait
+
     profile = batch_profile(tiny_pair, c=0.01)
-    profile.batch_verify["host_s"] = {"ar": 0.0001, "taps/online": 0.002}
+    profile.batch_verify["host_s"] = {"ar": 0.0001, "taps/online": 0.0006}
     prompts = [list(p) for p in PROMPTS]
     batch = BatchSession(tiny_pair, prompts, profile=profile, plan="taps-batch", **settings("taps", "online", 0.0, 16))
+    batch.step()
+    plan = plan_rates([batch._curves[b] for b in range(len(prompts))], host_seconds(profile, batch.batch_verify,
+                      "taps/online", 5), host_seconds(profile, batch.batch_verify, "ar", 5), batch.batch_verify, 16)
+    wait = probe_wait(plan)
+    assert not plan.drafts and 0 < wait < NEW - 2 - max(r.rounds[0].tau for r in batch.requests)
     batch.run()
-    assert batch.drafted[0] and not any(batch.drafted[1:5]) and batch.drafted[5]     # it drafts again to see
+    assert batch.drafted[0] and not any(batch.drafted[1:1 + wait]) and batch.drafted[1 + wait]   # a probe
     assert all(width == 0 for (_, width), drafted in zip(batch.widths, batch.drafted) if not drafted)
     for prompt, request in zip(prompts, batch.requests):
         assert request.generated == greedy_continuation(tiny_pair, prompt, NEW)
@@ -221,3 +230,104 @@ def test_a_plan_stops_drafting_when_no_width_pays_and_starts_again_when_the_batc
                          **settings("taps", "online", 0.0, 16))
     alone.run()
     assert all(alone.drafted) and alone.requests[0].generated == greedy_continuation(tiny_pair, prompts[0], NEW)
+
+
+class Scheduled(BatchSession):
+    """A batch plan whose steps draft or not by a fixed schedule (True: draft), whatever the costs:
+    drafting that stops and resumes, at chosen steps."""
+
+    def __init__(self, *args, schedule, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.schedule = list(schedule)
+
+    def _drafts_now(self, active):
+        step = len(self.drafted)
+        return self.schedule[step] if step < len(self.schedule) else True
+
+
+SCHEDULE = [True, False, False, True, False, False, False, False, True, True, False, True]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+@pytest.mark.parametrize("plan", ["taps-batch", "chain-batch"])
+def test_drafting_that_stops_and_resumes_is_lossless(tiny_pair, plan, temperature):
+    """A plan's steps that do not draft queue each request's context features and its drafter
+    catches up on all of them in one pass when the batch drafts again: every request's tokens stay
+    the target's, at T=0 and T>0, requests of every prompt length (the one-token prompt too),
+    finishing apart."""
+    options = settings("taps", "online", temperature, budget=16)
+    batch = Scheduled(tiny_pair, [list(p) for p in PROMPTS], profile=batch_profile(tiny_pair), plan=plan,
+                      schedule=SCHEDULE, **options)
+    batch.run()
+    assert batch.drafted[:len(SCHEDULE)] == SCHEDULE
+    for prompt, request in zip(PROMPTS, batch.requests):
+        reference = (greedy_continuation(tiny_pair, list(prompt), NEW) if temperature == 0
+                     else sample_continuation(tiny_pair, list(prompt), NEW, temperature, 11))
+        assert request.generated == reference, (plan, prompt)
+    assert len({len(r.rounds) for r in batch.requests}) > 1
+
+
+def test_a_step_that_does_not_draft_does_no_drafter_work(tiny_pair, monkeypatch):
+    """Counted calls, not time: a plan's plain step runs no drafter pass, no pool, estimate or
+    selection and no estimator feedback; each request's drafter context only queues the features of
+    the token it committed (its projected length unchanged), and the step that drafts again projects
+    everything queued in that one pass."""
+    from taps.estimate import Estimator
+    from taps.fast_drafter import DraftContext, FastDrafter
+
+    calls = {"drafter pass": 0, "buffers": 0, "pool": 0, "select": 0, "feedback": 0}
+
+    def counted(name, method):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return method(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(FastDrafter, "block", counted("drafter pass", FastDrafter.block))
+    monkeypatch.setattr(FastDrafter, "blocks", counted("drafter pass", FastDrafter.blocks))
+    monkeypatch.setattr(DraftContext, "_make_room", counted("buffers", DraftContext._make_room))
+    monkeypatch.setattr(Estimator, "observe_round", counted("feedback", Estimator.observe_round))
+    batch = Scheduled(tiny_pair, [list(p) for p in PROMPTS[:3]], profile=batch_profile(tiny_pair), plan="taps-batch",
+                      schedule=[True, False, False, False, True], **settings("taps", "online", 0.0, 16))
+    for request in batch.requests:
+        monkeypatch.setattr(request.selector, "pool", counted("pool", request.selector.pool))
+        monkeypatch.setattr(request.selector, "select", counted("select", request.selector.select))
+    batch.step()
+    assert calls["drafter pass"] == 1 and calls["pool"] == calls["select"] == 3
+    lengths = [r.draft_context.length for r in batch.requests]
+    for step in range(3):                                    # three plain steps
+        before = dict(calls)
+        batch.step()
+        assert calls == before, step
+        assert [r.draft_context.length for r in batch.requests] == lengths
+        assert [r.draft_context.queued for r in batch.requests] == [r.rounds[0].tau + 1 + step
+                                                                   for r in batch.requests]
+    queued = [r.draft_context.queued for r in batch.requests]
+    batch.step()                                             # drafting resumes: one pass catches up
+    assert calls["drafter pass"] == 2
+    assert [r.draft_context.length for r in batch.requests] == [n + q for n, q in zip(lengths, queued)]
+    assert [r.draft_context.queued for r in batch.requests] == [r.rounds[-1].tau for r in batch.requests]
+
+
+def test_a_plan_scales_its_reach_by_the_draft_tokens_its_trees_had_accepted(tiny_pair):
+    """The reach of a tree's best nodes runs high; a plan judges with every reach scaled by the draft
+    tokens its verified trees had accepted per token their reach expected (from the decoded rounds
+    alone), starting at 1."""
+    from taps.batch import REALISED_PRIOR
+    from taps.batch_cost import plan_rates
+
+    batch = BatchSession(tiny_pair, [list(p) for p in PROMPTS], profile=batch_profile(tiny_pair), plan="taps-batch",
+                         **settings("taps", "online", 0.0, 16))
+    assert batch._realised_factor() == 1.0
+    batch.run()
+    verified = [r for request in batch.requests for r in request.rounds if r.verified_nodes]
+    expected = sum(r.expected_tau - 1 for r in verified)
+    accepted = sum(len(r.accepted) for r in verified)
+    assert verified and batch._realised == pytest.approx([expected, accepted])
+    factor = (accepted + REALISED_PRIOR) / (expected + REALISED_PRIOR)
+    assert batch._realised_factor() == pytest.approx(factor) and factor != 1.0
+    active = [0]
+    batch._judged = None
+    batch._drafts_now(active)
+    plan = plan_rates([factor * batch._curves[0]], *batch._hosts(1), batch.batch_verify, 16)
+    assert batch._judged[1] == pytest.approx(plan)

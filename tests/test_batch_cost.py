@@ -142,6 +142,26 @@ def test_drafting_pays_only_while_its_tokens_per_second_beat_an_autoregressive_s
     assert not plan_step([np.zeros(4)] * 2, 0.001, 0.0005, plane(), 4)[0]         # nothing to gain: no draft
 
 
+def test_a_plan_that_does_not_draft_probes_seldom_the_further_drafting_is_from_paying():
+    """`probe_wait`: none while drafting pays; when it does not, the plain steps between probes grow
+    with the shortfall, so that probing costs at most PROBE_LOSS of the throughput by the estimate."""
+    from taps.batch_cost import PROBE_LOSS, StepPlan, plan_rates, probe_wait
+
+    assert probe_wait(StepPlan(4, 120.0, 100.0, 0.03, 0.02)) == 0                    # it pays: it drafts
+    rates = (99.5, 98.0, 90.0, 70.0, 40.0)
+    waits = [probe_wait(StepPlan(2, rate, 100.0, 0.03, 0.02)) for rate in rates]
+    assert waits[0] == 0 and waits == sorted(waits) and waits[-1] > 50
+    for rate, wait in zip(rates, waits):
+        shortfall = 1 - rate / 100.0
+        assert shortfall * 0.03 / (wait * 0.02 + 0.03) <= PROBE_LOSS + 1e-12          # probing's cost, at most
+        if wait:
+            assert shortfall * 0.03 / ((wait - 1) * 0.02 + 0.03) > PROBE_LOSS        # the least wait that keeps it
+    reaches = [np.array([0.9, 0.8, 0.6, 0.3])] * 4
+    plan = plan_rates(reaches, 0.001, 0.0005, plane(c=0.05), 4)
+    assert not plan.drafts and plan.plain_s == pytest.approx(4 * 0.0005 + plane(c=0.05).time(4, 0))
+    assert plan.drafted_rate == pytest.approx((4 + 4 * sum(reaches[0][:plan.width])) / plan.drafted_s)
+
+
 def test_the_host_cost_at_a_batch_is_measured_in_real_batched_decodes(tiny_pair):
     from taps.batch_cost import host_seconds
     from taps.eval import measure

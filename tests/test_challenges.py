@@ -284,7 +284,8 @@ def test_the_race_cards_answer_is_on_the_page_it_opens(shipped, monkeypatch):
 @pytest.mark.slow
 def test_the_batch_cards_answer_is_on_the_page_it_opens(shipped, monkeypatch):
     """Eight requests in a batch: the finish table at the race's end has every number the answer
-    quotes; in the batch sweep, batch-aware TAPS's trees for one request are the answer's size.
+    quotes; in the batch sweep, batch-aware TAPS's trees for one request are the answer's size and
+    its steps that drafted at eight the answer's share.
     (Slow: the sweep decodes the race at four batch sizes, about 40 s.)"""
     item = card("batch-eight")
     at = open_card(item, monkeypatch)
@@ -308,6 +309,8 @@ def test_the_batch_cards_answer_is_on_the_page_it_opens(shipped, monkeypatch):
     sweep = next(frame.value for frame in at.dataframe if "requests in a batch" in frame.value.columns)
     alone = sweep[(sweep["requests in a batch"] == 1) & (sweep["method"] == "TAPS (batch-aware)")]
     assert float(alone["verified / round"].iloc[0]) == expected["plan_nodes_alone"]
+    eight = sweep[(sweep["requests in a batch"] == 8) & (sweep["method"] == "TAPS (batch-aware)")]
+    assert float(eight["steps that drafted"].iloc[0]) == expected["plan_drafted"]
 
 
 def test_the_learn_cards_answers_are_on_the_page_they_open(monkeypatch):

@@ -110,6 +110,9 @@ def test_the_batch_sweep_races_each_batch_size_with_both_plans(tiny_pair, decode
     methods = ["AR", "DFlash", "DDTree", "TAPS", "TAPS (batch-aware)", "confidence chain"]
     assert [(r["requests in a batch"], r["method"]) for r in rows] == [(b, m) for b in (1, 2) for m in methods]
     assert all(r["same text as AR"] == "yes" for r in rows)
+    assert all(0.0 <= r["steps that drafted"] <= 1.0 for r in rows)
+    assert all(r["steps that drafted"] == (0.0 if r["method"] == "AR" else 1.0) for r in rows
+               if r["method"] not in ("TAPS (batch-aware)", "confidence chain"))
     assert seen[-1][1] == 12 and seen[-1][2].startswith("2 requests · ") and seen[0][2].startswith("1 request · ")
     series, colours, dashed = batch_sweep_series(rows)
     assert list(series) == methods[1:] and series["TAPS"] == [(1, rows[3]["speed-up (modelled)"]),
@@ -136,9 +139,12 @@ def test_the_batch_sweeps_caption_reads_its_numbers():
                               "(0.99×).")
     assert "Below the best chain (by more than a tie): DDTree at 8; TAPS at 8." in caption
     assert caption.endswith("Nothing speculative beats AR at 8 requests.")
+    assert "TAPS (batch-aware) stays at or above AR at every batch size (within a tie)" in caption    # 0.99x at 8
     even = rows(1, dflash=2.0, ddtree=2.7, taps=2.5, plan=2.6, chain=1.9)
     assert "No tree selector falls below the best chain" in batch_sweep_caption(even)
     assert "Nothing speculative" not in batch_sweep_caption(even)
+    under = rows(1, dflash=2.0, ddtree=2.7, taps=2.5, plan=2.6, chain=1.9) + rows(16, plan=0.9, chain=0.8)
+    assert "TAPS (batch-aware) falls below AR at 16." in batch_sweep_caption(under)
 
 
 def test_paused_at_any_time_each_lane_holds_what_its_modelled_round_times_allow(tiny_pair, decoded):

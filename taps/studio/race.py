@@ -252,7 +252,9 @@ def batch_sweep(pair: ModelPair, prompt: str, config: DecodeConfig, examples: Se
             rows.append({"requests in a batch": batch, "method": lane.name, "run": lane.label,
                          "τ": model["τ"], "verified / round": model["verified / round"],
                          "speed-up (modelled)": model["speed-up"],
-                         "speed-up (measured, one decode)": wall["speed-up"], "same text as AR": lane.verdict})
+                         "speed-up (measured, one decode)": wall["speed-up"],
+                         "steps that drafted": round(sum(d for *_, d in lane.steps) / max(len(lane.steps), 1), 2),
+                         "same text as AR": lane.verdict})
     return rows
 
 
@@ -272,8 +274,8 @@ def batch_sweep_series(rows: Sequence[dict]) -> tuple[dict, dict, tuple]:
 
 def batch_sweep_caption(rows: Sequence[dict]) -> str:
     """The batch sweep in sentences from its (rounded, modelled) numbers: the fastest method at each
-    batch, where each tree selector falls below the best chain, and from which batch nothing
-    speculative beats AR."""
+    batch, where each tree selector falls below the best chain, whether batch-aware TAPS stays at or
+    above AR, and from which batch nothing speculative beats AR."""
     batches = sorted({row["requests in a batch"] for row in rows})
     if not batches:
         return ""
@@ -294,6 +296,13 @@ def batch_sweep_caption(rows: Sequence[dict]) -> str:
             below.append(f"{name} at {', '.join(map(str, under))}")
     text += (" Below the best chain (by more than a tie): " + "; ".join(below) + "." if below else
              " No tree selector falls below the best chain by more than a tie.")
+    plan = PLANS["taps-batch"]
+    planned = {b: r["speed-up (modelled)"] for b in batches for r in at[b] if r["method"] == plan}
+    under = [b for b, speed in planned.items() if speed < 1.0 - TIE["modelled"]]
+    if planned:
+        text += (f" {plan} falls below AR at {', '.join(map(str, under))}." if under else
+                 f" {plan} stays at or above AR at every batch size (within a tie): where drafting would not "
+                 "pay, its steps are AR's own, with no drafter work.")
     losing = [b for b in batches if all(r["speed-up (modelled)"] < 1.0 for r in at[b])]
     if losing:
         plural = "s" if losing[-1] > 1 else ""

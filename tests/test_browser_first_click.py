@@ -153,7 +153,7 @@ def test_step_cards_land_on_their_answer(shipped_server, browser):  # noqa: F811
 
 def test_the_candidates_view_fits_a_projector(shipped_server, browser):  # noqa: F811
     """Step through's Candidates view in presenter mode at 1280x720 on the shipped pair: the whole grid
-    (title, legend with the four selectors, every row down to the headroom rows) inside the window."""
+    (title, legend with the five selectors, TAPS twice, every row down to the headroom rows) inside the window."""
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     page.set_default_timeout(90_000)
     page.goto(f"{shipped_server[0]}/Step_through?example=search&round=5&view=candidates&presenter=1")
@@ -164,6 +164,7 @@ def test_the_candidates_view_fits_a_projector(shipped_server, browser):  # noqa:
     box = chart.first.locator("svg.main-svg").first.bounding_box()
     assert box["y"] >= 0 and box["y"] + box["height"] <= 720 and box["x"] + box["width"] <= 1280, box
     legend = chart.first.locator(".legendtext").evaluate_all("els => els.map(e => e.textContent)")
-    assert [name.split(" τ")[0] for name in legend[1:]] == ["DFlash", "DFlash2", "DDTree", "TAPS/online"], legend
+    assert [name.split(" τ")[0] for name in legend[1:]] == ["DFlash", "DFlash2", "DDTree", "TAPS/online",
+                                                            "TAPS/selector"], legend
     assert chart.first.locator(".ytick", has_text="top-16").count() == 1
     page.close()

@@ -274,8 +274,10 @@ def candidates_figure(view: CandidatesView, plot: Plot | None = None, prompt: st
         rows = _Rows(k if room >= k + 3 else max(MIN_ROWS, room - 4), k)
         title, title_px = figure_title(_title_lines(view, shown, rows.shown, prompt), plot)
         top = title_px + legend_px + 26                # the legend's rows, then the positions' axis above the grid
-    height = max(plot.height, top + MIN_ROW_PX * (rows.total + 0.2) + 20)
-    row_px = (height - top - 20) / (rows.total + 0.2)  # the y range is rows.total + 0.2 rows tall
+    need = top + MIN_ROW_PX * (rows.total + 0.2)
+    bottom = max(4, min(20, plot.height - need))       # the bottom margin gives way before the figure outgrows its plot
+    height = max(plot.height, need + bottom)
+    row_px = (height - top - bottom) / (rows.total + 0.2)  # the y range is rows.total + 0.2 rows tall
     lanes = Lanes(selectors, column_px, row_px)
     chars = max(2, int((lanes.text_end - TEXT_LEFT) * column_px // (CHAR_EM * font_px)))
 
@@ -292,7 +294,7 @@ def candidates_figure(view: CandidatesView, plot: Plot | None = None, prompt: st
     for y in (rows.outside - 0.5, rows.outside + 0.5):      # rules round the "not in top K" row
         fig.add_hline(y=y, line=dict(color="#8C8C8C", width=1, dash="dot"))
     fig.update_layout(template="plotly_white", font=FONT, height=int(height), title=title,
-                      margin=dict(l=left, r=right, t=top, b=20, autoexpand=False), modebar=MODEBAR,
+                      margin=dict(l=left, r=right, t=top, b=bottom, autoexpand=False), modebar=MODEBAR,
                       legend=dict(orientation="h", x=0, xanchor="left", y=1 - (title_px + 4) / height, yanchor="top",
                                   yref="container", font=dict(size=14), itemclick=False, itemdoubleclick=False),
                       meta={"round": view.number, "positions": shown, "rows": rows.shown,

@@ -23,6 +23,7 @@ def open_learn(browser, url: str, query: str):  # noqa: F811
 
 
 def test_learn_link_table_presenter_and_cards(server, browser):  # noqa: F811
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect
 
     page = open_learn(browser, server, "?preset=Sure+start%2C+shaky+finish&factor=0.45&budget=12&reject=a+dog")
@@ -34,7 +35,14 @@ def test_learn_link_table_presenter_and_cards(server, browser):  # noqa: F811
     assert "preset=Sure+start" in page.url and "reject=a+dog" in page.url
 
     table = page.locator('[data-testid="stDataFrame"]').first
-    table.scroll_into_view_if_needed()
+    for attempt in range(3):        # the cards' fragment reruns while their answers are worked out: a rerun can
+        try:                        # replace the table under the scroll (element detached), so try it again
+            table.scroll_into_view_if_needed()
+            break
+        except PlaywrightError:
+            if attempt == 2:
+                raise
+            page.wait_for_timeout(1000)
     # the grid draws on a canvas: its first three columns have fixed widths (path 120, DDTree picks 102,
     # TAPS picks 90 px: app_pages/4_Learn.py), so a table at least that wide, inside the window, shows "TAPS picks"
     frame = table.bounding_box()

@@ -11,7 +11,8 @@ estimators share one interface:
 - `learned`:  the TAPS scorer network (`taps.scorer`).
 - `selector`: DFlash2's path selector read as an estimator (`SelectorEstimator`): the softmax of
               its transition score S_t(a, .) over the drafter's top-K candidates at t, tempered as
-              the target's logits are, times the learned scorer's q where the pair has a scorer.
+              the target's logits are, with the learned scorer's q (their geometric mean) where the
+              pair has a scorer.
 
 Every estimator returns q <= 1, so reach never grows along a path. Its reach is then calibrated
 (`taps.calibrate`): the map shipped with the scorer, then this session's own verdicts.
@@ -59,7 +60,6 @@ class Estimator:
 
     def edge_probs(self, pool: DraftTree, lattice: Lattice) -> np.ndarray:
         raise NotImplementedError
-
 
     def observe(self, pool: DraftTree, edge_target: np.ndarray) -> None:
         """Learn from a verified round; `edge_target[i]` is the target's acceptance of pool node i

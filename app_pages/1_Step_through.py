@@ -8,7 +8,9 @@ import streamlit as st
 
 from app_pages import classroom, inputs, lecture, pair_box, profiles, step_settings
 from app_pages import page_style as style
-from app_pages import widgets as app_widgets
+from app_pages.browser_window import copy_link
+from app_pages.lecture_keys import lecture_keys
+from app_pages.run_text import run_text
 from app_pages.step_views import StepScreen, draw_counters, views
 from taps.chat import has_chat_template
 from taps.studio.app_state import profile_needed
@@ -163,10 +165,10 @@ def lecture_row(message, row) -> bool:
         row.select_slider("Seconds a step", [0.5, 1.0, 1.5, 2.0, 2.5, 3.0], key="step_play_speed", width=150,
                           format_func=lambda v: f"{v:g} s", help="Autoplay's pace: seconds a round (or a stage)")
         with row:
-            app_widgets.copy_link("step_copy_link")
+            copy_link("step_copy_link")
     position = f"{state.get('step_moves', 0)}:{ctrl.view}:{state.get('step_stage', 0)}:{state.get('step_tab')}"
     with row:
-        reduced = app_widgets.lecture_keys("step_keys", playing, float(state["step_play_speed"]), position,
+        reduced = lecture_keys("step_keys", playing, float(state["step_play_speed"]), position,
                                            actions.add)
     if reduced and not compact:
         st.caption("Your browser asks for reduced motion: nothing plays by itself until you press **▶ Play** "
@@ -240,10 +242,10 @@ def run_panel_locked() -> None:
     draw_counters(counted)
     if not compact:
         st.caption(speeds)
-        app_widgets.run_text("step_text", ctrl.prompt_text, ctrl.spans(), ctrl.view, pick_round)
+        run_text("step_text", ctrl.prompt_text, ctrl.spans(), ctrl.view, pick_round)
     views(screen, record)
     if compact:                             # below the tree: the window is the tree's
-        app_widgets.run_text("step_text", ctrl.prompt_text, ctrl.spans(), ctrl.view, pick_round)
+        run_text("step_text", ctrl.prompt_text, ctrl.spans(), ctrl.view, pick_round)
         if not on_stage:
             st.caption(speeds)
     write_link()

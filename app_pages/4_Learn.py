@@ -8,7 +8,7 @@ import streamlit as st
 
 from app_pages import address, inputs, pair_box
 from app_pages import page_style as style
-from app_pages import widgets as app_widgets
+from app_pages.browser_window import scroll_to
 from taps.studio import figures
 from taps.studio.challenges import CARDS, card_answers
 from taps.studio.link import is_learn_link, learn_link_params, parse_learn_link
@@ -134,7 +134,7 @@ else:
         tree, budget, rejected = knobs([st, st, st])
 write_link(tree)
 with st.sidebar:                # out of the page's flow: even an empty element there takes a gap's height
-    app_widgets.scroll_to("learn_scroll_to", '[data-testid="stMainBlockContainer"]',
+    scroll_to("learn_scroll_to", '[data-testid="stMainBlockContainer"]',
                           st.session_state.get("learn_scroll", 0))     # back up to the tree after a card (open_card)
 
 by_marginal, by_reach = choose(tree.path_marginal, budget), choose(tree.reach, budget)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages import address
-from app_pages import widgets as app_widgets
+from app_pages.browser_window import viewport
 from app_pages.classroom import lecturer_sidebar
 from app_pages.inputs import keep, restore_kept
 from app_pages.machine_box import about_this_machine
@@ -55,7 +55,7 @@ def frame(pages: list) -> st.navigation:
         pair = loaded_pair()
         profile_sidebar(pair)
         about_this_machine(pair)
-        app_widgets.viewport()
+        viewport()
     if page.title in PROFILE_PAGES:          # a link's profile set earlier in this session: said on top, in a
         with st.container():                 # place there on every run, so the page's own places never move
             profile_banner(pair)

@@ -50,7 +50,7 @@ def action_button(where, label: str, key: str, **kwargs) -> bool:
     it), and this returns True while a counted click is not acted on yet, whatever the button
     returns. (A whole-page rerun request that reaches Streamlit just after a click's can still
     drop the click before any callback runs: the viewport widget, the one thing that asked for
-    such reruns unprompted, reruns a fragment instead; `app_widgets.viewport`.)
+    such reruns unprompted, reruns a fragment instead; `browser_window.viewport`.)
     (Overlapping runs are the other way to lose or double a click: `.streamlit/config.toml` turns
     fast reruns off, and the Step page holds its controller's lock while it steps or draws.)"""
     clicks = st.session_state.setdefault(f"{key}__clicks", Clicks())

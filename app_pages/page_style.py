@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages import widgets as app_widgets
+from app_pages.browser_window import DEFAULT_VIEWPORT
 from app_pages.classroom import class_settings
+from app_pages.svg_picture import picture
 from taps.studio.layout import Plot, plot_for
 
 BASE_CSS = """
@@ -88,7 +89,7 @@ def tree_plot(share: float = 1.0, reserve: int = 0) -> Plot:
     figure in a column) and the window's height less what presenter mode or the page keeps above
     (and `reserve` more for controls drawn above the figure). At least 360 px high on a page that
     scrolls; in presenter mode, where everything must fit the window, at least 300 px."""
-    size = st.session_state.get("viewport_size", app_widgets.DEFAULT_VIEWPORT)
+    size = st.session_state.get("viewport_size", DEFAULT_VIEWPORT)
     on_stage, fitted = presenter(), st.session_state.get("_compact_page", False)
     width = size.get("main") or (size["width"] - (40 if on_stage else SIDEBAR_PX + 80))
     chrome = PRESENTER_CHROME_PX if on_stage else COMPACT_CHROME_PX if fitted else NORMAL_CHROME_PX
@@ -121,7 +122,7 @@ def round_chart(record, view: tuple, build, key: str, light: int = 0, **options)
         from taps.studio.figures.light import light_svg
 
         svg = drawn.get(record, (*fig_key, "light", light), lambda: light_svg(fig, light))
-        app_widgets.picture(key, svg)
+        picture(key, svg)
         return
     _plot(fig, key, options)
 

@@ -3,13 +3,13 @@ replayed: play, pause, step), the finish table with its decomposition and a capt
 data; then the repeated race (modelled beside measured, median and range) and the sweep over
 budgets. Every modelled figure of the page is priced by one profile, named beside it
 (`profiles.page_profile`). The logic is in `taps.studio.race`; the page's Streamlit pieces in
-`app_pages.race_widgets`."""
+`app_pages.race_setup` (the link, the settings), `app_pages.race_lanes` (the race) and
+`app_pages.race_sweeps` (the repeated race and the sweeps)."""
 
 import streamlit as st
 
-from app_pages import inputs, pair_box, profiles
+from app_pages import inputs, pair_box, profiles, race_lanes, race_setup, race_sweeps
 from app_pages import page_style as style
-from app_pages import race_widgets as race_ui
 from taps.policies import DFLASH2, ORACLE, names, policy
 from taps.studio.link import CLOCKS, RACE_BATCHES
 from taps.studio.race import DEFAULT_NEW_TOKENS, PACES
@@ -20,10 +20,10 @@ state = st.session_state
 on_stage = style.presenter()
 BUDGETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
-race_ui.read_link(pair)
+race_setup.read_link(pair)
 if not on_stage:
     st.title("Race and sweep")
-race_ui.link_messages()
+race_setup.link_messages()
 
 state.setdefault("race_clock", CLOCKS[0])
 state.setdefault("race_pace", "normal")
@@ -59,17 +59,17 @@ found = profiles.page_profile(pair, config.budget if config else 0)
 if problem:
     st.error(f"Cannot run these settings: {problem}")
 profiles.profile_banner(pair)
-race_ui.write_link(prompt, budget, estimator, temperature, clock, found.sizing_id, batch)
-setup = race_ui.Setup(prompt, config, max_new, bool(oracle), clock, found, problem, dflash2=bool(dflash2),
-                      batch=int(batch))
-race_ui.batch_profile_notice(pair, setup)
+race_setup.write_link(prompt, budget, estimator, temperature, clock, found.sizing_id, batch)
+setup = race_setup.Setup(prompt, config, max_new, bool(oracle), clock, found, problem, dflash2=bool(dflash2),
+                         batch=int(batch))
+race_setup.batch_profile_notice(pair, setup)
 
 # ---------------------------------------------------------------- the race: decoded once, then replayed
 if not on_stage:
     st.subheader("Race: the methods side by side on one clock")
-race_ui.controls(pair, setup)
-race_ui.lanes_view(setup)
-race_ui.finish(setup)
+race_lanes.controls(pair, setup)
+race_lanes.lanes_view(setup)
+race_lanes.finish(setup)
 
 # ---------------------------------------------------------------- the repeated race
 st.subheader("Repeated race: modelled beside measured")
@@ -86,14 +86,14 @@ repeats = cols[1].number_input("Repeats", step=1, key="race_repeats",
                                     "measured figures are the median with the range")
 if temperature and temperature > 0 and ORACLE.name in selectors:
     st.caption("The oracle is defined for greedy decoding only: it sits out at temperature > 0.")
-race_ui.repeated(pair, setup, selectors, int(repeats))
+race_sweeps.repeated(pair, setup, selectors, int(repeats))
 
 # ---------------------------------------------------------------- the sweep
 st.subheader("Sweep: which budget is best on this device")
 state.setdefault("sweep_budgets", [4, 8, 16, 32, 64])
 budgets = st.multiselect("Budgets", BUDGETS, key="sweep_budgets")
-race_ui.swept(pair, setup, selectors, budgets, int(repeats))
+race_sweeps.swept(pair, setup, selectors, budgets, int(repeats))
 
 # ---------------------------------------------------------------- the sweep over requests in a batch
 st.subheader("Batch sweep: when do trees stop paying?")
-race_ui.batch_swept(pair, setup)
+race_sweeps.batch_swept(pair, setup)

@@ -88,12 +88,7 @@ class DecodeSession:
             self.profile = profiles.required_profile(pair, max_nodes=max(cfg.budget, 1))
         if cfg.policy.hindsight and self._oracle_tokens is None:
             self._oracle_tokens = greedy_continuation(pair, prompt_ids, cfg.max_new_tokens + self.block_size)
-        # room for the prompt, every new token and one round's tree: the cache never grows mid-decode
-        room = min(len(prompt_ids) + cfg.max_new_tokens, pair.max_context) + max(cfg.budget, 1) + 1
-        self.cache = make_target_cache(pair.target.config, capacity=room)
-        self.tree_mask = TreeMaskBuffer(pair.dtype, pair.device, rows=cfg.budget + 1, columns=room)
-        self.draft_context = (DraftContext(fast_drafter(pair), pair.mask_token_id)
-                              if needs_drafter else None)
+        self.cache, self.tree_mask, self.draft_context = _buffers(pair, cfg, len(prompt_ids), needs_drafter)
         timer = StageTimer(pair.device)
         with timer("verify"):                       # prefill: timed apart from the rounds
             features = prefill(pair.target, self.cache, prompt_ids,
@@ -113,7 +108,6 @@ class DecodeSession:
     # ------------------------------------------------------------------ a round
     @torch.inference_mode()
     def step(self) -> Round:
-        cfg = self.config
         start = len(self.tokens) - 1
         timer = StageTimer(self.pair.device)
         self._stage = "draft"
@@ -125,9 +119,9 @@ class DecodeSession:
             with timer("verify"):
                 hidden, features = self._verify(tree, start)
                 head = HeadRows(self.pair.target, hidden)
-                result = walk(tree, head, cfg.temperature, cfg.seed, start)
+                result = walk(tree, head, self.config.temperature, self.config.seed, start)
         except torch.cuda.OutOfMemoryError as exc:
-            raise self._out_of_memory(self._stage, start) from exc
+            raise out_of_memory(self.cache, self._stage, start) from exc
         with timer("commit"):
             compact_cache(self.cache, start, [0] + result.accepted)
             record = self._commit(lattice, pool, selected, tree, head, result, features)
@@ -167,20 +161,15 @@ class DecodeSession:
         """The selection from a round's pool under `cfg` (the session's settings, or a batch plan's
         budget for this round): (selected pool indices, the tree to verify)."""
         selected = self.selector.select(pool, cfg, self._round)
-        tree = pool.subtree(selected)
-        if not tree.is_prefix_closed() or tree.size > cfg.budget:
-            raise RuntimeError(f"selector {cfg.selector} produced an invalid tree "
-                               f"(size {tree.size}, budget {cfg.budget})")
-        return selected, tree
+        return selected, checked(pool.subtree(selected), cfg)
 
     def _commit(self, lattice, pool, selected, tree, head, result, features) -> Round:
         """After the walk (the target's cache already compacted): the drafter's context, the stop
         rules, the committed tokens, the estimator's feedback, and the round's record."""
         pair, cfg = self.pair, self.config
         start = len(self.tokens) - 1
-        keep = [0] + result.accepted
         if self.draft_context is not None:
-            self.draft_context.add(features[keep])
+            self.draft_context.add(features[[0] + result.accepted])
         committed, reason = apply_stop_rules(
             [int(tree.tokens[i]) for i in result.accepted] + [result.bonus_token], cfg,
             generated=len(self.generated), total=len(self.tokens), eos_ids=pair.eos_token_ids,
@@ -203,32 +192,18 @@ class DecodeSession:
     def _draft(self, root: int, depth: int, drafted: tuple | None = None) -> Lattice:
         if drafted is None:
             hidden = self.draft_context.draft(root, depth, self.pair.embed)
-            logits = self.draft_context.logits(hidden)
-        else:
-            hidden, logits = drafted
-        k = max(self.config.top_k, self.config.budget)
-        return Lattice.from_logits(logits, k, hidden=hidden, temperature=self.config.temperature)
+            drafted = hidden, self.draft_context.logits(hidden)
+        k, temperature = max(self.config.top_k, self.config.budget), self.config.temperature
+        return Lattice.from_logits(drafted[1], k, hidden=drafted[0], temperature=temperature)
 
     def _verify(self, tree, start: int):
         ids, pos, mask = self.tree_mask.verify_inputs(tree, start, start)
         layers = self.pair.feature_layers if self.draft_context is not None else None
         return target_body(self.pair.target, self.cache, ids, pos, mask, layers, compiled=self.compile_verify)
 
-    def _out_of_memory(self, stage: str, start: int) -> RuntimeError:
-        """Undo a round that ran out of device memory (the target's cache back to the committed
-        tokens; the drafter's context only advances once a draft succeeds) and say what to lower."""
-        trim_cache(self.cache, start)
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        lower = {"draft": "the block size (block_size) or top_k", "select": "the budget, pool_cap or top_k",
-                 "verify": "the budget"}[stage]
-        return RuntimeError(f"the device ran out of memory in the {stage} stage; lower {lower} or use a "
-                            f"shorter prompt (the session is unchanged and can continue)")
-
     def release(self) -> None:
-        """Drop what only further rounds need: the target's KV cache, the drafter's context and the
-        mask buffer. The rounds, tokens and text stay; `reset()` starts again. (A server that keeps
-        finished runs for their links holds no caches for them.)"""
+        """Drop what only further rounds need (the caches and the mask buffer: a server keeps finished
+        runs for their links without them); the rounds, tokens and text stay; `reset()` starts again."""
         self.cache = self.draft_context = self.tree_mask = None
 
     def run(self, callback=None) -> list[Round]:
@@ -238,3 +213,31 @@ class DecodeSession:
             if callback is not None:
                 callback(record)
         return self.rounds
+
+
+def out_of_memory(cache, stage: str, start: int) -> RuntimeError:
+    """Undo a round that ran out of device memory (the target's cache back to the committed tokens;
+    the drafter's context only advances once a draft succeeds) and say what to lower."""
+    trim_cache(cache, start)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    lower = {"draft": "the block size (block_size) or top_k", "select": "the budget, pool_cap or top_k",
+             "verify": "the budget"}[stage]
+    return RuntimeError(f"the device ran out of memory in the {stage} stage; lower {lower} or use a "
+                        f"shorter prompt (the session is unchanged and can continue)")
+
+
+def _buffers(pair: ModelPair, cfg: DecodeConfig, prompt_length: int, needs_drafter: bool) -> tuple:
+    """A session's target cache, tree-mask buffer and drafter context (None for AR), with room for the
+    prompt, every new token and one round's tree: the cache never grows mid-decode."""
+    room = min(prompt_length + cfg.max_new_tokens, pair.max_context) + max(cfg.budget, 1) + 1
+    draft_context = DraftContext(fast_drafter(pair), pair.mask_token_id) if needs_drafter else None
+    return (make_target_cache(pair.target.config, capacity=room),
+            TreeMaskBuffer(pair.dtype, pair.device, rows=cfg.budget + 1, columns=room), draft_context)
+
+
+def checked(tree, cfg: DecodeConfig):
+    """`tree`, refused unless prefix-closed and within the budget (a selector's bug, never the user's)."""
+    if not tree.is_prefix_closed() or tree.size > cfg.budget:
+        raise RuntimeError(f"selector {cfg.selector} produced an invalid tree (size {tree.size}, budget {cfg.budget})")
+    return tree

@@ -104,6 +104,9 @@ class BatchSession:
         self.drafted: list[bool] = []                # per step: whether its requests drafted (a plan may not)
         self.step_s: list[float] = []                # per step: its wall-clock seconds here
         self._curves: dict[int, np.ndarray] = {}     # a plan's reach curves per request: a running mean
+        saved = self._saved_curve() if plan == "taps-batch" else None
+        if saved is not None:                        # batch-aware TAPS starts from the pair's saved curve
+            self._curves = dict.fromkeys(range(len(prompts)), saved)
         self._plain = 0                              # a plan's plain steps since it last drafted
         self._judged = None                          # a plan's judgement of its running estimate (`_drafts_now`)
         self._realised = [0.0, 0.0]                  # a plan's verified rounds: reach expected, draft tokens accepted
@@ -123,6 +126,15 @@ class BatchSession:
             request.cache = None                  # its cache is now this batch's row b
         for layer in self.cache.layers:
             layer.length = max(self.lengths)
+
+    def _saved_curve(self) -> np.ndarray | None:
+        """The reach curve batch-aware TAPS starts from before its requests have drafted: the mean of
+        a validation pool's best calibrated reaches at these settings, saved with the pair's reach
+        calibration (`Calibration.reach_curve`); None without one (the plan then drafts first, to see)."""
+        cfg, shipped = self.requests[0].config, getattr(self.pair, "calibration", None)
+        if shipped is None or cfg.calibration == "off":
+            return None
+        return shipped.reach_curve(cfg.estimator, cfg.temperature, cfg.budget)
 
     def _cache_shape(self, caches: list[TargetCache]) -> tuple[int, int, int, torch.dtype]:
         """(layers, kv heads, head dim, dtype) of the target's cache: read off a prefilled request's,

@@ -153,6 +153,9 @@ class Calibration:
 
     maps: dict[str, dict[float, ReachMap]]
     meta: dict = field(default_factory=dict)
+    # per estimator, per fitted temperature, per budget B: the mean over the validation pools of the
+    # B best calibrated reaches, best first (root excluded): the reach curve a batch plan starts from
+    curves: dict[str, dict[float, dict[int, list[float]]]] = field(default_factory=dict)
 
     def reach_map(self, estimator: str, temperature: float) -> ReachMap | None:
         """The map fitted at the temperature nearest `temperature` (None: this estimator has none)."""
@@ -161,11 +164,29 @@ class Calibration:
             return None
         return by_t[min(by_t, key=lambda t: (abs(t - temperature), t))]
 
+    def reach_curve(self, estimator: str, temperature: float, budget: int) -> np.ndarray | None:
+        """[budget]: the mean calibrated reach of a validation pool's best nodes, best first, at the
+        fitted temperature nearest `temperature` and the fitted budget nearest `budget` (cut or padded
+        with zeros to it); the online estimator reads the marginal's (its starting point). None when
+        this estimator has none (a file fitted before the curves were kept)."""
+        by_t = self.curves.get("marginal" if estimator == "online" else estimator)
+        if not by_t or budget < 1:
+            return None
+        by_b = by_t[min(by_t, key=lambda t: (abs(t - temperature), t))]
+        fitted = by_b[min(by_b, key=lambda b: (abs(b - budget), -b))]
+        out = np.zeros(budget)
+        out[:min(budget, len(fitted))] = fitted[:budget]
+        return out
+
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / CALIBRATION_FILE
         raw = {"format": FORMAT, "depth_bands": list(DEPTH_BANDS), **self.meta,
                "estimators": {name: {f"{t:g}": m.to_json() for t, m in sorted(by_t.items())}
-                              for name, by_t in self.maps.items()}}
+                              for name, by_t in self.maps.items()},
+               "reach_curves": {name: {f"{t:g}": {str(b): [round(float(v), 6) for v in curve]
+                                                   for b, curve in sorted(by_b.items())}
+                                       for t, by_b in sorted(by_t.items())}
+                                for name, by_t in self.curves.items()}}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(raw, indent=1) + "\n")
         return path
@@ -184,11 +205,14 @@ class Calibration:
                                  f"version reads format {FORMAT} with bands {list(DEPTH_BANDS)}")
             maps = {name: {float(t): ReachMap.from_json(m) for t, m in by_t.items()}
                     for name, by_t in raw["estimators"].items()}
+            curves = {name: {float(t): {int(b): [float(v) for v in curve] for b, curve in by_b.items()}
+                             for t, by_b in by_t.items()}
+                      for name, by_t in raw.get("reach_curves", {}).items()}
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path} is not a reach calibration this version reads ({exc}); refit it with "
                              f"`python -m taps.train calibrate`") from exc
-        meta = {k: v for k, v in raw.items() if k not in ("format", "depth_bands", "estimators")}
-        return cls(maps, meta)
+        meta = {k: v for k, v in raw.items() if k not in ("format", "depth_bands", "estimators", "reach_curves")}
+        return cls(maps, meta, curves)
 
 
 # ------------------------------------------------------------------------------------ at run time

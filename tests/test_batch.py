@@ -232,6 +232,36 @@ def test_a_plan_stops_drafting_when_no_width_pays_and_starts_again_when_the_batc
     assert all(alone.drafted) and alone.requests[0].generated == greedy_continuation(tiny_pair, prompts[0], NEW)
 
 
+def test_a_plan_with_a_saved_reach_curve_judges_its_first_step_by_it(tiny_pair):
+    """Batch-aware TAPS starts from the curve saved with the pair's reach calibration: where by that
+    curve drafting does not pay (costly rows, reaches of 0.01), its very first step is a plain one,
+    as are the steps after (no probe within the decode: far from paying), and the text is the
+    target's; where the curve says it pays (free rows, reaches of 0.9), it drafts from the first."""
+    from taps.batch_cost import plan_rates, probe_wait
+    from taps.calibrate import Calibration
+
+    prompts = [list(p) for p in PROMPTS]
+    saved = tiny_pair.calibration
+    try:
+        for reach, c, drafts in ((0.01, 0.01, False), (0.9, 0.0, True)):
+            tiny_pair.calibration = Calibration({}, {}, {"marginal": {0.0: {16: [reach] * 16}}})
+            profile = batch_profile(tiny_pair, c=c)
+            profile.batch_verify["host_s"] = {"ar": 0.0001, "taps/online": 0.006 if c else 0.0002}
+            batch = BatchSession(tiny_pair, prompts, profile=profile, plan="taps-batch",
+                                 **settings("taps", "online", 0.0, 16))
+            assert batch._curves[0].tolist() == [reach] * 16
+            if not drafts:
+                plan = plan_rates([batch._curves[b] for b in range(len(prompts))], *batch._hosts(len(prompts)),
+                                  batch.batch_verify, 16)
+                assert not plan.drafts and probe_wait(plan) > NEW
+            batch.run()
+            assert batch.drafted[0] is drafts and any(batch.drafted) is drafts
+            for prompt, request in zip(prompts, batch.requests):
+                assert request.generated == greedy_continuation(tiny_pair, prompt, NEW)
+    finally:
+        tiny_pair.calibration = saved
+
+
 class Scheduled(BatchSession):
     """A batch plan whose steps draft or not by a fixed schedule (True: draft), whatever the costs:
     drafting that stops and resumes, at chosen steps."""

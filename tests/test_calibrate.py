@@ -117,6 +117,23 @@ def test_calibration_files_round_trip_pick_the_nearest_temperature_and_refuse_da
         Calibration.load(tmp_path)
 
 
+def test_the_saved_reach_curves_round_trip_and_are_read_at_the_nearest_temperature_and_budget(tmp_path):
+    """A batch plan's starting curve: the one fitted nearest the session's temperature and budget,
+    cut or padded with zeros to the budget; the online estimator reads the marginal's; none saved,
+    none read."""
+    curves = {"marginal": {0.0: {8: [0.9, 0.5] + [0.1] * 6, 16: [0.95, 0.6] + [0.2] * 14},
+                           0.7: {8: [0.4] * 8}}}
+    Calibration({"marginal": {0.0: ReachMap.identity()}}, {}, curves).save(tmp_path)
+    loaded = Calibration.load(tmp_path)
+    assert loaded.curves == curves
+    np.testing.assert_allclose(loaded.reach_curve("marginal", 0.1, 8), curves["marginal"][0.0][8])
+    np.testing.assert_allclose(loaded.reach_curve("online", 0.0, 20), curves["marginal"][0.0][16] + [0.0] * 4)
+    np.testing.assert_allclose(loaded.reach_curve("marginal", 0.0, 4), [0.9, 0.5, 0.1, 0.1])
+    np.testing.assert_allclose(loaded.reach_curve("marginal", 1.0, 12), [0.4] * 8 + [0.0] * 4)
+    assert loaded.reach_curve("learned", 0.0, 8) is None
+    assert Calibration({}, {}).reach_curve("marginal", 0.0, 8) is None
+
+
 def test_the_online_correction_is_the_accepted_over_predicted_ratio_per_depth():
     correction = DepthCorrection(prior=4.0)
     assert correction.ratios(3).tolist() == [1.0, 1.0, 1.0, 1.0]

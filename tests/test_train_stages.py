@@ -374,6 +374,8 @@ def test_quick_drafter_and_scorer_stages(tmp_path, tiny_pair_dir, capsys):
     assert set(report["report"]) == {"marginal", "learned"} and set(report["report"]["learned"]) == {"0", "0.8"}
     pair = load_pair(out, device="cpu")
     assert pair.calibration is not None and pair.calibration.reach_map("learned", 0.7) is not None
+    curve = pair.calibration.reach_curve("learned", 0.0, 16)       # a batch plan's saved starting curve
+    assert curve.shape == (16,) and np.all(np.diff(curve) <= 1e-12) and 0 < curve[0] <= 1
     capsys.readouterr()
     calibrate_stage.main(cargs)                 # a rerun reads the validation pools back
     assert "loaded 8 traces" in capsys.readouterr().out

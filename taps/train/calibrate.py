@@ -14,7 +14,9 @@ validation and out-of-corpus prompts (`docs/calibration.md`).
    as a session in reach mode verifies them, with each node's outcome (its path is the target's
    greedy path at T = 0; the product of the target's probabilities along it at T > 0);
 2. a `ReachMap` per estimator and temperature fitted on those nodes (isotonic per depth band);
-3. a report, out of fold (fitted on half the traces, judged on the other half): expected against
+3. per estimator, temperature and budget, the mean of a pool's best calibrated reaches, best first
+   (the reach curve a batch plan starts from before its requests have drafted);
+4. a report, out of fold (fitted on half the traces, judged on the other half): expected against
    measured tau per budget and the ECE, raw and calibrated, and the equal-budget tau of each.
 
 The online estimator gets no map of its own: it starts from the marginal product's and learns
@@ -188,6 +190,21 @@ def calibrate_estimator(traces: list[Trace], estimator, temperature: float, pool
     return fit(traces, estimator, temperature, pool_factor), report
 
 
+def reach_curves(traces: list[Trace], estimator, temperature: float, reach_map: ReachMap,
+                 pool_factor: int) -> dict[int, list[float]]:
+    """Per budget B: the mean over the traces of the B best calibrated reaches of the run-time pool,
+    best first (zero where a pool has fewer nodes): the curve a batch plan starts from
+    (`Calibration.reach_curve`)."""
+    out = {}
+    for budget, rows in selections(traces, estimator, temperature, reach_map, BUDGETS, pool_factor).items():
+        curve = np.zeros(budget)
+        for reach, _, _ in rows:
+            top = np.sort(reach)[::-1][:budget]
+            curve[:len(top)] += top
+        out[budget] = [float(v) for v in curve / max(len(rows), 1)]
+    return out
+
+
 def print_report(name: str, temperature: float, report: dict) -> None:
     print(f"{name} at T={temperature:g}: ECE raw {report['raw']['ece']:.4f} -> calibrated "
           f"{report['calibrated']['ece']:.4f} (out of fold)")
@@ -251,6 +268,7 @@ def main(args: argparse.Namespace) -> None:
     kept = Calibration.load(scorer_folder)
     maps: dict[str, dict[float, ReachMap]] = {name: dict(by_t) for name, by_t in (kept.maps if kept else {}).items()
                                               if name not in chosen}
+    curves = {name: dict(by_t) for name, by_t in (kept.curves if kept else {}).items() if name not in chosen}
     reports: dict = {name: {} for name in chosen}
     t0 = time.time()
     for temperature in temps:
@@ -259,10 +277,12 @@ def main(args: argparse.Namespace) -> None:
             maps.setdefault(name, {})[temperature], reports[name][f"{temperature:g}"] = calibrate_estimator(
                 traces, fitted_estimator(name, pair, temperature), temperature, cc.pool_factor)
             print_report(name, temperature, reports[name][f"{temperature:g}"])
+            curves.setdefault(name, {})[temperature] = reach_curves(
+                traces, fitted_estimator(name, pair, temperature), temperature, maps[name][temperature], cc.pool_factor)
     meta = {"pair": pair.name, "fitted_on": f"{cc.pools} pools per temperature from {data.name} (validation split; "
                                             "at T>0 its prompts continued by the target sampled at T)",
             "budgets": list(BUDGETS), "config": asdict(cc)}
-    path = Calibration(maps, meta).save(scorer_folder)
+    path = Calibration(maps, meta, curves).save(scorer_folder)
     (out / "calibration_report.json").parent.mkdir(parents=True, exist_ok=True)
     (out / "calibration_report.json").write_text(json.dumps({**meta, "seconds": round(time.time() - t0, 1),
                                                              "report": reports}, indent=1) + "\n")

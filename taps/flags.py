@@ -5,13 +5,20 @@ A field made with `spec(default, help, lo, hi, choices)` keeps its help text and
 `add_flags` gives every field a `--field-name` flag (help, limits and default in its help text), and
 `check_limits` refuses a filled-in config whose fields fall outside their limits, with the same
 words as `check_range` uses everywhere: "<name> must be from 1 to 1024, got 0".
+
+`add_out_flag` gives a command its `--out`, an output folder in every command that writes files
+(the sweep, taps compare, the profiles, the vLLM check), each saying in its help what it writes
+there; a path that looks like a file (ends in .json, .md or .csv) or names one is refused.
+`out_file` is a file's path in it, the folder made before any run.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 from dataclasses import MISSING, Field, field, fields
+from pathlib import Path
 from typing import Any
 
 
@@ -91,3 +98,45 @@ def check_limits(cfg) -> None:
         value = getattr(cfg, f.name)
         if value is not None and (limits["min"] is not None or limits["max"] is not None):
             check_range(flag_name(f.name), value, limits["min"], limits["max"])
+
+
+FILE_SUFFIXES = (".json", ".md", ".csv")       # what an `--out` that means a file ends in
+
+
+def out_folder(writes: str):
+    """The type of an `--out` flag: the folder's path as given. A path that names a file, or looks
+    like one (ends in .json, .md or .csv, without a trailing slash, and is not a folder already), is
+    refused: argparse prints the message and exits with status 2 before anything is run or written.
+    The message says what the command writes in the folder and which folder it could be."""
+    def parse(text: str) -> str:
+        path = Path(text)
+        looks = path.suffix.lower() in FILE_SUFFIXES and not text.endswith(("/", os.sep))
+        if path.is_dir() or not (path.is_file() or looks):
+            return text
+        why = "is a file" if path.is_file() else f"ends in {path.suffix}"
+        instead = path.with_suffix("") if path.suffix else path.with_name(path.name + "-out")
+        hint = f": give a folder, e.g. --out {instead}" if not instead.is_file() else ": give a folder"
+        raise argparse.ArgumentTypeError(f"--out is a folder: this command writes {writes} in it; {text!r} {why}, "
+                                         f"so nothing was run or written{hint}")
+    return parse
+
+
+def add_out_flag(parser: argparse.ArgumentParser, writes: str, more: str = "", default: str | None = None,
+                 required: bool = False) -> None:
+    """`--out DIR`, the same flag in every command that writes files: "output folder; writes
+    <writes> in it", then `more` and the default; a file-like path refused (`out_folder`)."""
+    tail = (f"; {more}" if more else "") + (f"; default {default}" if default is not None else "")
+    parser.add_argument("--out", metavar="DIR", type=out_folder(writes), default=default, required=required,
+                        help=f"output folder; writes {writes} in it{tail}")
+
+
+def out_file(folder: str | None, name: str) -> Path | None:
+    """`folder/name` for a command's `--out` (None without one), the folder made now: before any run,
+    so that a folder that cannot be made is said at once (a ValueError), not after the runs."""
+    if folder is None:
+        return None
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out {folder}: cannot make that folder ({exc.strerror or exc})") from None
+    return Path(folder) / name

@@ -518,20 +518,24 @@ def meaning(action) -> tuple:
             tuple(map(str, parsed)), tuple(sorted(action.option_strings)))
 
 
-# flags that share a name and differ, each for a reason a user is told in its help
-DIFFERENT = {"--out": "compare writes its rows to a JSON file; the sweep's --out is the folder it resumes from"}
+# flags that share a name and meaning but not a default, each for a reason a user is told in its help
+OWN_DEFAULT = {"--out": "an output folder in every command; without one the sweep writes to results/, "
+                        "compare writes nothing"}
 SEVERAL = ("--taps-mode", "--ddtree-mode")     # the sweep takes several, comma-separated, each a run of its own
 
 
 def test_a_flag_means_the_same_in_every_command_with_the_same_default():
     """A flag two commands share is one flag: the same dest, default, choices, type and aliases (the
     prompt file, --limit, --suite, --selectors, --budgets, --estimators, every decode setting); the
-    sweep's size modes are lists of what the others take one of, with the same default."""
+    sweep's size modes are lists of what the others take one of, with the same default; `--out` is
+    the same output folder everywhere, with a default of its own."""
     flags = command_flags()
     shared = {flag for name, mine in flags.items() for flag in mine
               if sum(flag in other for other in flags.values()) > 1}
-    for flag in sorted(shared - set(DIFFERENT) - set(SEVERAL)):
+    for flag in sorted(shared - set(SEVERAL)):
         seen = {name: meaning(mine[flag]) for name, mine in flags.items() if flag in mine}
+        if flag in OWN_DEFAULT:
+            seen = {name: m[:2] + m[3:] for name, m in seen.items()}          # all but the default
         assert len(set(seen.values())) == 1, (flag, seen)
     for flag in SEVERAL:
         one = flags["generate"][flag]
@@ -545,7 +549,49 @@ def test_a_flag_means_the_same_in_every_command_with_the_same_default():
     assert flags["compare"]["--budgets"].default == flags["bench"]["--budgets"].default
     assert flags["bench --batch"]["--selectors"].default is None
     assert not {"--budget", "--selector", "--estimator"} & set(flags["bench"])   # the sweep takes lists of them
-    assert set(DIFFERENT) <= shared
+    assert set(OWN_DEFAULT) <= shared
+
+
+def out_parsers() -> dict[str, tuple]:
+    """Every command with an --out: its parser (taps compare's own) and a file it writes there."""
+    import argparse
+
+    from taps.eval import profile, shape_profile, vllm_check
+    from taps.eval.bench import build_parser
+    from taps.eval.cli import build_parser as cli_parser
+
+    commands = next(a for a in cli_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    return {"compare": (commands["compare"], "compare.json"), "bench": (build_parser(), "rows.jsonl"),
+            "profile": (profile.build_parser(), "profile.json"),
+            "shape_profile": (shape_profile.build_parser(), "measurements.json"),
+            "vllm_check": (vllm_check.build_parser(), "vllm_check.md")}
+
+
+def test_out_is_an_output_folder_in_every_command(tmp_path, capsys):
+    """`--out` is a folder in every command that writes files (the sweep, taps compare, taps.profile,
+    the shape profiles, the vLLM check): "output folder" in its help, which names what it writes
+    there; a folder is taken as given (one that exists, even named like a file, and a trailing slash
+    too); a path that ends in .json, .md or .csv, or names a file, is refused with one line saying
+    --out is a folder and what the command writes in it, before anything is written."""
+    kept = tmp_path / "notes.txt"
+    kept.write_text("mine")
+    made = tmp_path / "old.json"
+    made.mkdir()                                              # a folder an old sweep made: still a folder
+    for name, (parser, writes) in out_parsers().items():
+        action = next(a for a in parser._actions if "--out" in a.option_strings)
+        assert action.help.startswith("output folder; writes ") and writes in action.help, (name, action.help)
+        assert action.metavar == "DIR" and action.dest == "out"
+        for folder in (tmp_path / "new", made, f"{tmp_path / 'rows.json'}/"):
+            assert parser.parse_args(["--out", str(folder)]).out == str(folder)
+        for given, why in ((tmp_path / "rows.json", "ends in .json"), (tmp_path / "table.md", "ends in .md"),
+                           (tmp_path / "rows.csv", "ends in .csv"), (kept, "is a file")):
+            with pytest.raises(SystemExit) as exit:
+                parser.parse_args(["--out", str(given)])
+            assert exit.value.code == 2
+            errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+            assert len(errors) == 1 and "--out is a folder: this command writes" in errors[0], (name, errors)
+            assert writes in errors[0] and f"{str(given)!r} {why}" in errors[0], (name, errors)
+    assert kept.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "old.json"]
 
 
 def test_one_name_for_a_prompt_file_and_help_lists_every_mode(capsys):

@@ -135,11 +135,11 @@ def test_generate_chat_on_the_shipped_pair_is_one_line():
 
 
 def test_compare_chat_rows_say_so(chat_pair_dir, chat_tokenizer, tmp_path, capsys):
-    out = tmp_path / "rows.json"
+    out = tmp_path / "rows"
     assert cli.main(["compare", "--pair", str(chat_pair_dir), "--chat", "--prompt", "hi", "--max-new-tokens", "3",
                      "--selectors", "ddtree", "--budgets", "4", "--device", "cpu", "--out", str(out)]) == 0
     assert "1 chat prompt(s)" in capsys.readouterr().out
-    rows = json.loads(out.read_text())
+    rows = json.loads((out / "compare.json").read_text())
     assert [r["selector"] for r in rows] == ["ar", "ddtree"] and all(r["chat"] for r in rows)
     assert all(r["lossless"] for r in rows)
 

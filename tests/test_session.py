@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from taps import DecodeSession, Round
 from taps.__main__ import main
@@ -62,12 +63,12 @@ def test_cli_generate(tiny_pair_dir, capsys):
 def test_cli_compare_writes_rows(tiny_pair_dir, tmp_path, capsys):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"id": "a", "prompt": "def f():"}\n{"id": "b", "prompt": "import os"}\n')
-    out = tmp_path / "rows.json"
+    out = tmp_path / "rows"
     assert main(["compare", "--pair", str(tiny_pair_dir), "--prompt-file", str(prompts), "--selectors",
                  "ar,dflash,ddtree,taps,oracle", "--budgets", "4,8", "--max-new-tokens", "8",
                  "--dtype", "float64", "--out", str(out)]) == 0
     table = capsys.readouterr().out
-    rows = json.loads(out.read_text())
+    rows = json.loads((out / "compare.json").read_text())
     # per prompt: ar + dflash x2 + ddtree x2 + taps x (3 estimators: marginal, online and, with the tiny
     # pair's path selector, selector; x 2 budgets) + oracle x2
     assert len(rows) == 2 * (1 + 2 + 2 + 6 + 2)
@@ -77,6 +78,35 @@ def test_cli_compare_writes_rows(tiny_pair_dir, tmp_path, capsys):
         assert need <= row.keys()
         assert row["lossless"]
     assert "lossless" in table
+
+
+def test_cli_compare_out_is_a_folder(tiny_pair_dir, tmp_path, capsys):
+    """`taps compare --out DIR` makes DIR and writes the per-run rows to DIR/compare.json, saying
+    where (a rerun replaces it, and says so); an --out that ends in .json or names a file is refused
+    before any run, with one line saying --out is a folder and what goes in it, and nothing is
+    written or overwritten."""
+    args = ["compare", "--pair", str(tiny_pair_dir), "--prompt", "def f():", "--selectors", "ddtree",
+            "--budgets", "4", "--max-new-tokens", "3", "--dtype", "float64"]
+    out = tmp_path / "runs" / "cmp"
+    assert main([*args, "--out", str(out)]) == 0
+    rows = json.loads((out / "compare.json").read_text())
+    assert [r["selector"] for r in rows] == ["ar", "ddtree"] and all(r["lossless"] for r in rows)
+    assert f"# wrote 2 rows to {out / 'compare.json'}\n" in capsys.readouterr().out
+    assert main([*args, "--out", str(out)]) == 0
+    assert "(replacing the one there)" in capsys.readouterr().out and sorted(p.name for p in out.iterdir()) == [
+        "compare.json"]
+    kept = tmp_path / "rows"
+    kept.write_text("mine")
+    for given in (tmp_path / "rows.json", kept):
+        with pytest.raises(SystemExit) as exit:
+            main([*args, "--out", str(given)])
+        assert exit.value.code == 2
+        captured = capsys.readouterr()
+        error = [line for line in captured.err.splitlines() if "error:" in line]
+        assert len(error) == 1
+        assert "--out is a folder: this command writes compare.json (the per-run rows) in it;" in error[0]
+        assert "tau" not in captured.out                      # refused before any run
+    assert kept.read_text() == "mine" and not (tmp_path / "rows.json").exists()
 
 
 def test_cli_headroom_prints_recall_per_depth(tiny_pair_dir, tmp_path, capsys):

@@ -45,6 +45,33 @@ def test_the_conformance_command_says_how_to_install_vllm(tmp_path, capsys):
     assert "vLLM is not installed: no Python at" in err and "requirements-vllm.txt" in err and "docs/vllm.md" in err
 
 
+def test_the_conformance_command_writes_its_table_into_the_out_folder(tiny_pair_dir, tmp_path, monkeypatch, capsys):
+    """`--out DIR`: the printed table, also as DIR/vllm_check.md (vLLM and our runs faked here: the
+    figures are not the point); an --out that ends in .md is refused before vLLM is looked for, and
+    nothing is written."""
+    def result(*_, **__):
+        return {"rows": [{"ids": [1, 2, 3], "seconds": 1.0}], "accepted_per_round": [2], "drafts": 1,
+                "accepted": 2, "per_position": [1, 1] + [0] * 13}
+
+    monkeypatch.setattr(vllm_check, "check_vllm", lambda python: "0.0-fake")
+    monkeypatch.setattr(vllm_check, "run_vllm", result)
+    monkeypatch.setattr(vllm_check, "ours", result)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "def f():"}\n')
+    out = tmp_path / "check"
+    assert vllm_check.main(["--pair", str(tiny_pair_dir), "--prompt-file", str(prompts), "--limit", "1",
+                            "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert (out / "vllm_check.md").read_text() == captured.out and "| vLLM | DFlash |" in captured.out
+    assert f"wrote the table to {out / 'vllm_check.md'}" in captured.err
+    with pytest.raises(SystemExit) as exit:
+        vllm_check.main(["--out", str(tmp_path / "table.md")])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert "--out is a folder: this command writes vllm_check.md (the table, as printed) in it;" in err
+    assert not (tmp_path / "table.md").exists()
+
+
 def test_acceptance_per_position_and_length_from_drafts():
     length, per_position = vllm_check.acceptance([0, 2, 1, 3], 4)
     assert length == 1 + 6 / 4 and per_position == [0.75, 0.5, 0.25, 0.0]

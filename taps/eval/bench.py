@@ -60,6 +60,7 @@ from tqdm import tqdm
 from ..config import DDTREE_MODES, TAPS_MODES, field_spec
 from ..cost_model import LatencyProfile
 from ..estimate import estimators_for
+from ..flags import add_out_flag
 from ..policies import REGISTRY, names
 from ..profiles import profile_path, saved_profile
 from . import measure
@@ -349,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_selectors_argument(parser)
     add_estimators_argument(parser)
     add_budgets_argument(parser)
-    parser.add_argument("--out", default="results", help="output folder; a rerun resumes from its rows")
+    add_out_flag(parser, "rows.jsonl, rows.csv, summary.csv, summary.md, bench.json and the plots",
+                 "a rerun resumes from its rows", default="results")
     parser.add_argument("--no-plots", action="store_true",
                         help="write rows and summaries only, no PNG plots (they start a browser: seconds a run)")
     return parser

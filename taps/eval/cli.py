@@ -1,12 +1,14 @@
 """Command line: `python -m taps generate|compare|headroom ...` (`taps` once installed); the bench is
 `python -m taps.bench` (a sweep, or batches of requests with --batch). A flag means the same thing,
 with the same default, in every command that takes it (`add_prompt_arguments`, `add_selectors_argument`,
-`BUDGETS`, the decode settings of `taps.config`).
+`BUDGETS`, the decode settings of `taps.config`); `--out` is an output folder in every command that
+writes files, each with its own default (`taps.flags.add_out_flag`).
 
 generate  decode one prompt with one selector and print the text and each round's tau,
           verified nodes and rejected-prefix waste.
 compare   run AR and every selector x estimator x budget over prompts, side by side in one
-          process, and print one table (tau, tokens/s, speed-up vs AR, waste, selection share).
+          process, and print one table (tau, tokens/s, speed-up vs AR, waste, selection share);
+          with --out DIR, also the per-run rows as DIR/compare.json.
 headroom  decode a suite's prompts with one selector and print, per draft depth, how often the
           target's token was the drafter's top 1 and how often among its top 4 and top 16
           (`taps.eval.metrics.candidate_recall` on the rounds' own drafts): what a path selector
@@ -25,6 +27,7 @@ import sys
 
 from ..chat import chat_prompt_ids
 from ..config import add_config_flags, config_from_args
+from ..flags import add_out_flag, out_file
 from ..policies import AR, names, policy
 
 
@@ -124,6 +127,9 @@ def cmd_generate(args) -> int:
     return 0
 
 
+COMPARE_FILE = "compare.json"           # what `taps compare --out DIR` writes in DIR
+
+
 def cmd_compare(args) -> int:
     from tqdm import tqdm
 
@@ -149,6 +155,7 @@ def cmd_compare(args) -> int:
     jobs = plan_jobs(selectors, args.budgets, estimators)
     for job in jobs:   # validate every setting before spending time
         job.settings(config).validate(pair)
+    target = out_file(args.out, COMPARE_FILE)
     warm_up(pair, config)
     profile = load_profile(args, pair, [job.settings(config) for job in jobs])
     rows = []
@@ -164,10 +171,11 @@ def cmd_compare(args) -> int:
     print(f"# pair {pair.name} on {pair.device}, {len(prompts)} {'chat ' if args.chat else ''}prompt(s), "
           f"T={args.temperature}, {args.max_new_tokens} new tokens")
     print(format_table(summary))
-    if args.out:
-        with open(args.out, "w") as fh:
+    if target is not None:
+        replaced = target.exists()
+        with open(target, "w") as fh:
             json.dump(rows, fh, indent=1)
-        print(f"# wrote {len(rows)} rows to {args.out}")
+        print(f"# wrote {len(rows)} rows to {target}" + (" (replacing the one there)" if replaced else ""))
     return 0
 
 
@@ -282,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_selectors_argument(cmp)
     add_estimators_argument(cmp)
     add_budgets_argument(cmp)
-    cmp.add_argument("--out", help="write per-run rows as JSON")
+    add_out_flag(cmp, f"{COMPARE_FILE} (the per-run rows)", "without --out the table is only printed")
     cmp.add_argument("--strict", action="store_true", help="rerun a run that left AR's tokens at a low-precision "
                                                             "near-tie in float32 (a float32 copy of the pair)")
     cmp.set_defaults(func=cmd_compare)

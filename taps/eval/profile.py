@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from ..cost_model import LatencyProfile
+from ..flags import add_out_flag
 from ..profiles import profile_path
 from .cli import add_pair_arguments, load_from_args
 from .measure import measure_and_save
@@ -83,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-nodes", type=int, default=256, help="largest tree size to time")
     parser.add_argument("--context", type=int, default=128, help="cached context tokens before the tree")
     parser.add_argument("--repeats", type=int, default=9, help="timed repeats per size, interleaved (medians kept)")
-    parser.add_argument("--out", default="results/profile", help="folder for the CSV, PNG and JSON")
+    add_out_flag(parser, "verify_latency.csv, round_costs.csv, verify_latency.png and profile.json",
+                 default="results/profile")
     return parser
 
 

@@ -48,6 +48,7 @@ import torch
 
 from .. import published, roofline
 from ..cost_model import LatencyProfile, default_sizes, monotone_fit, reference_profiles
+from ..flags import add_out_flag
 from ..policies import AR
 
 KIND = "measured-shape"
@@ -342,7 +343,7 @@ def write_outputs(out: Path, pid: str, profile: LatencyProfile, samples: dict) -
 
 
 # ---------------------------------------------------------------------------- the command
-def _parse(argv):
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m taps.eval.shape_profile",
                                  description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -353,11 +354,15 @@ def _parse(argv):
     ap.add_argument("--contexts", default="512,2048", help="comma-separated context lengths")
     ap.add_argument("--max-nodes", type=int, default=256, help="the largest tree timed (1 to 1024)")
     ap.add_argument("--repeats", type=int, default=None, help="timed repeats per call (default 7; 3 in a dry run)")
-    ap.add_argument("--out", required=True, help="folder for the profiles, measurements.json and summary.md")
+    add_out_flag(ap, "a profile JSON per model and context, measurements.json and summary.md", required=True)
     ap.add_argument("--copy-to", default=None, help="also copy each model's profiles here once all its contexts "
                                                     "are measured (e.g. assets/profiles); refused in a dry run")
     ap.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU in float32 (checks the script)")
-    return ap.parse_args(argv)
+    return ap
+
+
+def _parse(argv):
+    return build_parser().parse_args(argv)
 
 
 def _settings(args) -> dict:

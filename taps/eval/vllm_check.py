@@ -2,7 +2,7 @@
 its own virtualenv) and by this engine, side by side in one run.
 
     python -m taps.eval.vllm_check [--suite humaneval] [--limit 8] [--max-new-tokens 64]
-        [--vllm-python .venv-vllm/bin/python] [--budgets 16,32] [--out FILE.md]
+        [--vllm-python .venv-vllm/bin/python] [--budgets 16,32] [--out DIR]     # DIR/vllm_check.md
 
 Set-up of vLLM's virtualenv and what the figures mean: docs/vllm.md. Per method: tokens equal to
 this engine's AR, mean acceptance length (1 + accepted draft tokens per draft, vLLM's definition;
@@ -24,11 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..flags import add_out_flag, out_file
 from ..policies import AR, DDTREE, DFLASH, TAPS
 
 WORKER = Path(__file__).with_name("vllm_worker.py")
 VLLM_PLAIN, VLLM_DFLASH = "plain", DFLASH.name           # the worker's methods: vLLM without and with DFlash
 DEFAULT_PYTHON = Path(".venv-vllm") / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+TABLE_FILE = "vllm_check.md"          # what --out DIR holds: the table, as printed
 SETUP = ("python3 -m venv .venv-vllm && .venv-vllm/bin/pip install -r requirements-vllm.txt && "
          ".venv-vllm/bin/pip uninstall -y torchvision torchaudio torchcodec (docs/vllm.md)")
 
@@ -126,9 +128,7 @@ def table(entries: list[dict], reference: list[list[int]], spec_tokens: int, sho
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .prompts import suite_prompts
-
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m taps.eval.vllm_check", description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default=None, help="pair folder (default: the shipped pair)")
     parser.add_argument("--suite", default="humaneval", help="humaneval or examples (default humaneval: held out)")
@@ -138,12 +138,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec-tokens", type=int, default=15, help="vLLM's num_speculative_tokens; our DFlash budget")
     parser.add_argument("--budgets", default="16,32", help="DDTree and TAPS budgets of ours (comma-separated)")
     parser.add_argument("--vllm-python", default=str(DEFAULT_PYTHON), help=f"vLLM's Python (default {DEFAULT_PYTHON})")
-    parser.add_argument("--out", default=None, help="also write the table (markdown) here")
-    args = parser.parse_args(argv)
+    add_out_flag(parser, f"{TABLE_FILE} (the table, as printed)", "without --out it is only printed")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .prompts import suite_prompts
+
+    args = build_parser().parse_args(argv)
     try:
         args.vllm_python = os.path.abspath(args.vllm_python)
         version = check_vllm(Path(args.vllm_python))
-    except VllmMissing as exc:
+        target = out_file(args.out, TABLE_FILE)
+    except (VllmMissing, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from .. import load_pair
@@ -181,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
                  ["result"]["rows"]]
     text = table(entries, reference, args.spec_tokens)
     print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    if target is not None:
+        target.write_text(text + "\n", encoding="utf-8")
+        print(f"wrote the table to {target}", file=sys.stderr)
     return 0
 
 

@@ -262,9 +262,10 @@ class BatchSession:
         """Whether the plan drafts this step: always until every active request has drafted once
         (nothing to judge by yet); then when drafting pays by the running estimate (`plan_rates`),
         and, when it does not, once after `probe_wait` plain steps in a row, to see (often when it
-        nearly pays, seldom or never when far from it). Only
-        the profile and the decoded rounds decide, never the clock. The judgement is kept until the
-        estimate or the batch changes, so a run of plain steps judges once."""
+        nearly pays, seldom or never when far from it), if at least as many steps are left for what
+        it learns to pay back in (`_steps_left`). Only the profile and the decoded rounds decide,
+        never the clock. The judgement is kept until the estimate or the batch changes, so a run of
+        plain steps judges once."""
         if all(b in self._curves for b in active):
             if self._judged is None or self._judged[0] != active:
                 factor = self._realised_factor()
@@ -272,11 +273,17 @@ class BatchSession:
                                   self.batch_verify, self.requests[active[0]].config.budget)
                 self._judged = (list(active), plan, probe_wait(plan))
             _, plan, wait = self._judged
-            if not plan.drafts and self._plain < wait:
+            if not plan.drafts and (self._plain < wait or self._steps_left(active) <= wait):
                 self._plain += 1
                 return False
         self._plain = 0
         return True
+
+    def _steps_left(self, active: list[int]) -> int:
+        """Plain steps until every active request has its max_new_tokens (or, sooner, its context is
+        full): the most a probe's lesson can be used for (a request may stop sooner, at its EOS)."""
+        return max(min(r.config.max_new_tokens - len(r.generated), r.pair.max_context - len(r.tokens))
+                   for r in (self.requests[b] for b in active))
 
     def _plain_round(self, b: int) -> tuple:
         """Request b's round in a step that does not draft, as cheap as an autoregressive one: its

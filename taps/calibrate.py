@@ -37,6 +37,12 @@ DEPTH_BANDS = (1, 2, 3, 4, 6, 9)          # band b holds depths DEPTH_BANDS[b] .
 CALIBRATIONS = ("online", "static", "off")
 FIT_TEMPERATURES = (0.0, 0.7, 1.0)
 # reach grid the fit bins nodes on before the isotonic pass: fine near 0, where most nodes are
+# the saved reach curve a batch plan starts from is, rank by rank, this percentile over the validation
+# pools, not their mean: text the plan serves may be harder than the validation split (held-out code's
+# tau at budget 16 runs about a quarter below it), and drafting on a wrong belief at a large batch
+# costs several plain steps, so a plan drafts before it has seen its text only where even the harder
+# quarter of the validation pools would pay
+CURVE_QUANTILE = 25
 _GRID = np.concatenate([[0.0], np.geomspace(1e-4, 0.1, 16), np.linspace(0.15, 1.0, 18)])
 
 
@@ -153,8 +159,9 @@ class Calibration:
 
     maps: dict[str, dict[float, ReachMap]]
     meta: dict = field(default_factory=dict)
-    # per estimator, per fitted temperature, per budget B: the mean over the validation pools of the
-    # B best calibrated reaches, best first (root excluded): the reach curve a batch plan starts from
+    # per estimator, per fitted temperature, per budget B: rank by rank, the CURVE_QUANTILE-th
+    # percentile over the validation pools of their B best calibrated reaches, best first (root
+    # excluded): the cautious reach curve a batch plan starts from
     curves: dict[str, dict[float, dict[int, list[float]]]] = field(default_factory=dict)
 
     def reach_map(self, estimator: str, temperature: float) -> ReachMap | None:
@@ -165,10 +172,11 @@ class Calibration:
         return by_t[min(by_t, key=lambda t: (abs(t - temperature), t))]
 
     def reach_curve(self, estimator: str, temperature: float, budget: int) -> np.ndarray | None:
-        """[budget]: the mean calibrated reach of a validation pool's best nodes, best first, at the
-        fitted temperature nearest `temperature` and the fitted budget nearest `budget` (cut or padded
-        with zeros to it); the online estimator reads the marginal's (its starting point). None when
-        this estimator has none (a file fitted before the curves were kept)."""
+        """[budget]: the cautious curve of a validation pool's best calibrated reaches, best first (the
+        CURVE_QUANTILE-th percentile rank by rank), at the fitted temperature nearest `temperature`
+        and the fitted budget nearest `budget` (cut or padded with zeros to it); the online estimator
+        reads the marginal's (its starting point). None when this estimator has none (a file fitted
+        before the curves were kept)."""
         by_t = self.curves.get("marginal" if estimator == "online" else estimator)
         if not by_t or budget < 1:
             return None

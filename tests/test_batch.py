@@ -262,6 +262,35 @@ def test_a_plan_with_a_saved_reach_curve_judges_its_first_step_by_it(tiny_pair):
         tiny_pair.calibration = saved
 
 
+def test_a_plan_probes_only_while_enough_steps_are_left_to_use_what_it_learns(tiny_pair):
+    """By a saved curve that nearly pays, a plan starts plain and probes after `probe_wait` plain
+    steps, while at least that many steps are left; a decode that ends sooner is all plain steps."""
+    from taps.batch_cost import plan_rates, probe_wait
+    from taps.calibrate import Calibration
+
+    prompts = [list(p) for p in PROMPTS[:4]]
+    saved = tiny_pair.calibration
+    tiny_pair.calibration = Calibration({}, {}, {"marginal": {0.0: {16: [0.05] * 16}}})
+    try:
+        profile = batch_profile(tiny_pair, c=0.01)
+        profile.batch_verify["host_s"] = {"ar": 0.0001, "taps/online": 0.0006}
+        probe = BatchSession(tiny_pair, prompts, profile=profile, plan="taps-batch", **settings("taps", "online", 0.0, 16))
+        plan = plan_rates([probe._curves[b] for b in range(len(prompts))], *probe._hosts(len(prompts)),
+                          probe.batch_verify, 16)
+        wait = probe_wait(plan)
+        assert not plan.drafts and 0 < wait < NEW // 2
+        probe.run()
+        assert not any(probe.drafted[:wait]) and probe.drafted[wait]
+        short = BatchSession(tiny_pair, prompts, profile=profile, plan="taps-batch",
+                             **{**settings("taps", "online", 0.0, 16), "max_new_tokens": wait + 2})
+        short.run()
+        assert not any(short.drafted) and len(short.drafted) == wait + 2
+        for prompt, request in zip(prompts, short.requests):
+            assert request.generated == greedy_continuation(tiny_pair, prompt, wait + 2)
+    finally:
+        tiny_pair.calibration = saved
+
+
 class Scheduled(BatchSession):
     """A batch plan whose steps draft or not by a fixed schedule (True: draft), whatever the costs:
     drafting that stops and resumes, at chosen steps."""

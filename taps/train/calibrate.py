@@ -14,8 +14,8 @@ validation and out-of-corpus prompts (`docs/calibration.md`).
    as a session in reach mode verifies them, with each node's outcome (its path is the target's
    greedy path at T = 0; the product of the target's probabilities along it at T > 0);
 2. a `ReachMap` per estimator and temperature fitted on those nodes (isotonic per depth band);
-3. per estimator, temperature and budget, the mean of a pool's best calibrated reaches, best first
-   (the reach curve a batch plan starts from before its requests have drafted);
+3. per estimator, temperature and budget, rank by rank the lower quartile of a pool's best calibrated
+   reaches, best first (the cautious reach curve a batch plan starts from before it has drafted);
 4. a report, out of fold (fitted on half the traces, judged on the other half): expected against
    measured tau per budget and the ECE, raw and calibrated, and the equal-budget tau of each.
 
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from taps.calibrate import DEPTH_BANDS, FIT_TEMPERATURES, Calibration, ReachMap, depth_band
+from taps.calibrate import CURVE_QUANTILE, DEPTH_BANDS, FIT_TEMPERATURES, Calibration, ReachMap, depth_band
 from taps.estimate import LearnedEstimator, MarginalEstimator, SelectorEstimator, reach_from_edges, scorer_tables
 from taps.flags import spec
 from taps.kernels import top_by_reach
@@ -192,16 +192,16 @@ def calibrate_estimator(traces: list[Trace], estimator, temperature: float, pool
 
 def reach_curves(traces: list[Trace], estimator, temperature: float, reach_map: ReachMap,
                  pool_factor: int) -> dict[int, list[float]]:
-    """Per budget B: the mean over the traces of the B best calibrated reaches of the run-time pool,
-    best first (zero where a pool has fewer nodes): the curve a batch plan starts from
-    (`Calibration.reach_curve`)."""
+    """Per budget B: rank by rank, the CURVE_QUANTILE-th percentile over the traces of the B best
+    calibrated reaches of the run-time pool, best first (zero where a pool has fewer nodes): the
+    cautious curve a batch plan starts from (`Calibration.reach_curve`)."""
     out = {}
     for budget, rows in selections(traces, estimator, temperature, reach_map, BUDGETS, pool_factor).items():
-        curve = np.zeros(budget)
-        for reach, _, _ in rows:
+        curves = np.zeros((max(len(rows), 1), budget))
+        for i, (reach, _, _) in enumerate(rows):
             top = np.sort(reach)[::-1][:budget]
-            curve[:len(top)] += top
-        out[budget] = [float(v) for v in curve / max(len(rows), 1)]
+            curves[i, :len(top)] = top
+        out[budget] = [float(v) for v in np.percentile(curves, CURVE_QUANTILE, axis=0)]
     return out
 
 

@@ -600,9 +600,10 @@ CARDS = [
         "it ({ddtree_speedup:.2f}× and {taps_speedup:.2f}×; TAPS τ {taps_tau:.2f} from {taps_nodes:.1f} nodes per "
         "round). Batch-aware TAPS gives the whole forward one tree width, sized from the verify cost at a batch: "
         "{plan_nodes:.1f} nodes per round, τ {plan_tau:.2f}, and {plan_speedup:.2f}× AR: fewer tokens per round, "
-        "in rounds cheap enough to pay more. It drafts on {plan_drafted:.0%} of its steps: where by its running "
-        "estimate of the reach drafting would not pay, it takes a plain AR step with no drafter work, so it does "
-        "not fall below AR. The batch sweep shows its trees growing back as the batch shrinks: "
+        "in rounds cheap enough to pay more. It drafts on {plan_drafted:.0%} of its steps: where by its estimate "
+        "of the reach (at first a cautious curve saved with the pair's calibration, then its own drafted rounds') "
+        "drafting would not pay, it takes a plain AR step with no drafter work, so it does not fall below AR. "
+        "The batch sweep shows its trees growing back as the batch shrinks: "
         "{plan_nodes_alone:.1f} nodes per round for one request.",
         "Race_and_sweep", _race("fib", 16, REFERENCE, batch=8, estimator="learned"),
         facts=batch_facts,

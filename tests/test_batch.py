@@ -274,7 +274,8 @@ def test_a_plan_probes_only_while_enough_steps_are_left_to_use_what_it_learns(ti
     try:
         profile = batch_profile(tiny_pair, c=0.01)
         profile.batch_verify["host_s"] = {"ar": 0.0001, "taps/online": 0.0006}
-        probe = BatchSession(tiny_pair, prompts, profile=profile, plan="taps-batch", **settings("taps", "online", 0.0, 16))
+        probe = BatchSession(tiny_pair, prompts, profile=profile, plan="taps-batch",
+                             **settings("taps", "online", 0.0, 16))
         plan = plan_rates([probe._curves[b] for b in range(len(prompts))], *probe._hosts(len(prompts)),
                           probe.batch_verify, 16)
         wait = probe_wait(plan)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import needs_humaneval, needs_png_export
+from conftest import fixed_profile, needs_humaneval, needs_png_export
 
 from taps import bench
 from taps import profile as taps_profile
@@ -51,12 +51,22 @@ def profile_out(tiny_pair_dir, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bench_args(tiny_pair_dir, prompts_file, profile_out) -> list[str]:
+def bench_profile(tiny_pair, tmp_path_factory) -> Path:
+    """`fixed_profile` saved: the bench's trees sized from made-up costs, not from a profile measured
+    while the machine is loaded (one measured under load once sized every taps/marginal tree to its
+    root, and its run had no verified node to report)."""
+    path = tmp_path_factory.mktemp("fixed") / "profile.json"
+    fixed_profile(tiny_pair).save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def bench_args(tiny_pair_dir, prompts_file, bench_profile) -> list[str]:
     """2 prompts (--limit 2 of 3), 2 budgets; one fixed latency profile so that TAPS's size choice,
-    and so every deterministic column, is the same in every process."""
+    and so every deterministic column, is the same in every process and however busy the machine."""
     return ["--pair", str(tiny_pair_dir), "--prompts", str(prompts_file), "--limit", "2", "--device", "cpu",
             "--selectors", "ar,dflash,ddtree,taps,oracle", "--estimators", "marginal,online", "--budgets", "4,8",
-            "--max-new-tokens", "12", "--profile", str(profile_out / "profile.json")]
+            "--max-new-tokens", "12", "--profile", str(bench_profile)]
 
 
 @pytest.fixture(scope="module")

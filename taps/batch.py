@@ -104,6 +104,7 @@ class BatchSession:
         self.drafted: list[bool] = []                # per step: whether its requests drafted (a plan may not)
         self.step_s: list[float] = []                # per step: its wall-clock seconds here
         self._curves: dict[int, np.ndarray] = {}     # a plan's reach curves per request: a running mean
+        self._drafted_once: set[int] = set()         # requests with a drafted round (their curve their own)
         saved = self._saved_curve() if plan == "taps-batch" else None
         if saved is not None:                        # batch-aware TAPS starts from the pair's saved curve
             self._curves = dict.fromkeys(range(len(prompts)), saved)
@@ -128,9 +129,10 @@ class BatchSession:
             layer.length = max(self.lengths)
 
     def _saved_curve(self) -> np.ndarray | None:
-        """The reach curve batch-aware TAPS starts from before its requests have drafted: the mean of
-        a validation pool's best calibrated reaches at these settings, saved with the pair's reach
-        calibration (`Calibration.reach_curve`); None without one (the plan then drafts first, to see)."""
+        """The reach curve batch-aware TAPS judges by until a request has drafted (its first drafted
+        round's curve then replaces it): the cautious curve of a validation pool's best calibrated
+        reaches at these settings, saved with the pair's reach calibration (`Calibration.reach_curve`);
+        None without one (the plan then drafts first, to see)."""
         cfg, shipped = self.requests[0].config, getattr(self.pair, "calibration", None)
         if shipped is None or cfg.calibration == "off":
             return None
@@ -228,7 +230,9 @@ class BatchSession:
             top = np.sort(pools[b][1].reach[1:])[::-1][:cfg.budget]
             reach[:len(top)] = top
             current[b] = reach
-            self._curves[b] = reach if b not in self._curves else 0.5 * (self._curves[b] + reach)
+            # the saved curve stands in only until a request's first drafted round
+            self._curves[b] = 0.5 * (self._curves[b] + reach) if b in self._drafted_once else reach
+            self._drafted_once.add(b)
         self._judged = None                          # the running estimate moved: judge it again
         factor = self._realised_factor()
         _, width = plan_step([factor * current[b] for b in active], *self._hosts(len(active)), self.batch_verify,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from conftest import batch_profile
 
@@ -254,6 +255,12 @@ def test_a_plan_with_a_saved_reach_curve_judges_its_first_step_by_it(tiny_pair):
                 plan = plan_rates([batch._curves[b] for b in range(len(prompts))], *batch._hosts(len(prompts)),
                                   batch.batch_verify, 16)
                 assert not plan.drafts and probe_wait(plan) > NEW
+            batch.step()
+            if drafts:                               # a drafted round's own curve replaces the saved one
+                own = np.zeros(16)
+                top = np.sort(np.asarray(batch.requests[0].rounds[0].pool_reach)[1:])[::-1][:16]
+                own[:len(top)] = top
+                np.testing.assert_allclose(batch._curves[0], own)
             batch.run()
             assert batch.drafted[0] is drafts and any(batch.drafted) is drafts
             for prompt, request in zip(prompts, batch.requests):

@@ -24,7 +24,6 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from . import kernels
 from .calibrate import CALIBRATIONS, Calibrator, conditional
@@ -233,14 +232,8 @@ class SelectorEstimator(Estimator):
         last = self._table
         if last is not None and last[0] is lattice and last[1] == root_token:
             return last[2]
-        if lattice.hidden is None:
-            raise ValueError("the selector estimator reads the drafter's hidden states, and this lattice has none")
-        depth = lattice.depth
-        candidates, unary = lattice.candidates(self.selector.top_k, depth)
-        with torch.inference_mode():
-            device = self.selector.predecessor_codebook.device
-            pairs = self.selector.transitions(int(root_token), lattice.hidden[:depth].to(device),
-                                              torch.as_tensor(candidates, device=device)).double().cpu().numpy()
+        _, unary, pairs = self.selector.lattice_transitions(root_token, lattice, lattice.depth,
+                                                            "the selector estimator")
         scale = 1.0 / self.temperature if self.temperature > 0 else 1.0
         scores = unary[:, None, :] + scale * pairs
         logq = scores - scores.max(-1, keepdims=True)

@@ -115,6 +115,20 @@ class PathSelector(nn.Module):
         a = self.predecessor_codebook[prev] * gate.unsqueeze(1)             # [H, K, r]
         return a @ self.successor_codebook[candidates].transpose(1, 2)
 
+    def lattice_transitions(self, root: int, lattice, depth: int, reader: str) -> tuple:
+        """The drafter's top-K candidates at depths 1..depth of a round's lattice (`Lattice.candidates`),
+        their tempered log-probs [depth, K] and every adjacent pair's score [depth, K, K]
+        (`transitions`), as numpy: what DFlash2's walk and the selector estimator both read. `reader`
+        names which, for the message when the lattice has no hidden states."""
+        if lattice.hidden is None:
+            raise ValueError(f"{reader} reads the drafter's hidden states, and this lattice has none")
+        candidates, unary = lattice.candidates(self.top_k, depth)
+        with torch.inference_mode():
+            device = self.predecessor_codebook.device
+            pairs = self.transitions(int(root), lattice.hidden[:depth].to(device),
+                                     torch.as_tensor(candidates, device=device))
+        return candidates, unary, pairs.double().cpu().numpy()
+
     # ----------------------------------------------------------------------- files
     def save_pretrained(self, path: str | os.PathLike) -> None:
         path = Path(path)

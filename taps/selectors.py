@@ -28,7 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from . import kernels
 from .config import DecodeConfig
@@ -164,15 +163,8 @@ class DFlash2Selector(Selector):
         selector = ctx.path_selector
         if selector is None:
             raise ValueError("the DFlash2 selector needs the pair's path selector (RoundContext.path_selector)")
-        if lattice.hidden is None:
-            raise ValueError("the DFlash2 selector reads the drafter's hidden states, and this lattice has none")
         depth = min(cfg.budget, lattice.depth)
-        candidates, unary = lattice.candidates(selector.top_k, depth)
-        with torch.inference_mode():
-            device = selector.predecessor_codebook.device
-            pairs = selector.transitions(int(root_token), lattice.hidden[:depth].to(device),
-                                         torch.as_tensor(candidates, device=device))
-            pairs = pairs.double().cpu().numpy()
+        candidates, unary, pairs = selector.lattice_transitions(root_token, lattice, depth, "the DFlash2 selector")
         noise = None
         if cfg.temperature > 0:
             vocab = int(lattice.full_logprobs.shape[-1])

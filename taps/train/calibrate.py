@@ -274,11 +274,12 @@ def main(args: argparse.Namespace) -> None:
     for temperature in temps:
         traces = cached_traces(out, pair, seqs, prompt_len, cc, tc, temperature)
         for name in chosen:
+            estimator = fitted_estimator(name, pair, temperature)
             maps.setdefault(name, {})[temperature], reports[name][f"{temperature:g}"] = calibrate_estimator(
-                traces, fitted_estimator(name, pair, temperature), temperature, cc.pool_factor)
+                traces, estimator, temperature, cc.pool_factor)
             print_report(name, temperature, reports[name][f"{temperature:g}"])
             curves.setdefault(name, {})[temperature] = reach_curves(
-                traces, fitted_estimator(name, pair, temperature), temperature, maps[name][temperature], cc.pool_factor)
+                traces, estimator, temperature, maps[name][temperature], cc.pool_factor)
     meta = {"pair": pair.name, "fitted_on": f"{cc.pools} pools per temperature from {data.name} (validation split; "
                                             "at T>0 its prompts continued by the target sampled at T)",
             "budgets": list(BUDGETS), "config": asdict(cc)}
